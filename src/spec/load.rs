@@ -1,0 +1,440 @@
+//! Reading a desired-state directory: which files, in which order, split into
+//! documents, each deserialized with positions and hard limits.
+//!
+//! Discovery ([`discover`]) and parsing ([`parse_file`]) are separate so the same
+//! parser serves a working tree, a git tree at HEAD, and the fuzzer.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
+
+use super::diag::{Diagnostic, did_you_mean, one_of};
+use super::located::{At, Pos};
+use super::types::{API_VERSION, ClusterDoc, KINDS, NodePoolDoc, ProviderDoc};
+
+/// Name of a gitignore-style file that excludes paths from loading (for example
+/// sub-directories holding examples for other providers).
+pub const IGNORE_FILE: &str = ".poolwrightignore";
+
+/// Hard limits on input, so a hostile or broken file costs little.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_file_bytes: u64,
+    pub max_documents_per_file: usize,
+    /// Parser events per document (bounds alias expansion: "billion laughs").
+    pub max_events: usize,
+    pub max_aliases: usize,
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 1024 * 1024,
+            max_documents_per_file: 1000,
+            max_events: 200_000,
+            max_aliases: 1000,
+            max_depth: 64,
+        }
+    }
+}
+
+/// One desired-state file as read from disk (or from a git tree).
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// How diagnostics name the file: the root as the user wrote it, joined with
+    /// the path inside it.
+    pub display: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A document of a known kind, with the file it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Document {
+    Provider(ProviderDoc),
+    Cluster(ClusterDoc),
+    NodePool(Box<NodePoolDoc>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sourced {
+    pub file: String,
+    /// Where the document starts (its first line with content).
+    pub pos: Pos,
+    pub doc: Document,
+}
+
+/// True for files that editors and tools leave behind while saving.
+fn is_editor_leftover(name: &str) -> bool {
+    name.starts_with('.')
+        || name.starts_with(".#")
+        || name.ends_with('~')
+        || name.ends_with(".swp")
+        || name.ends_with(".swx")
+        || name == "4913"
+}
+
+fn is_yaml(name: &str) -> bool {
+    !is_editor_leftover(name) && (name.ends_with(".yaml") || name.ends_with(".yml"))
+}
+
+/// Every desired-state file under `root` (or `root` itself when it is a file), in a
+/// deterministic order: byte order of the path relative to `root`.
+pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
+    let shown = root.display().to_string();
+    let meta = std::fs::metadata(root)
+        .map_err(|e| Diagnostic::error(&shown, Pos::START, format!("cannot read: {e}")))?;
+    if meta.is_file() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .hidden(true)
+        .add_custom_ignore_filename(IGNORE_FILE)
+        .follow_links(false)
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| {
+            Diagnostic::error(&shown, Pos::START, format!("cannot list directory: {e}"))
+        })?;
+        let is_file = entry
+            .file_type()
+            .is_some_and(|t| t.is_file() || t.is_symlink());
+        let name = entry.file_name().to_string_lossy();
+        if is_file && is_yaml(&name) {
+            files.push(entry.into_path());
+        }
+    }
+    files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    Ok(files)
+}
+
+/// Read the files, refusing any over the size limit before reading it whole.
+pub fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<Diagnostic>) {
+    use std::io::Read;
+    let mut files = Vec::new();
+    let mut diags = Vec::new();
+    for path in paths {
+        let display = path.display().to_string();
+        let opened = std::fs::File::open(path).and_then(|f| {
+            let mut bytes = Vec::new();
+            f.take(limits.max_file_bytes + 1).read_to_end(&mut bytes)?;
+            Ok(bytes)
+        });
+        match opened {
+            Ok(bytes) if bytes.len() as u64 > limits.max_file_bytes => {
+                diags.push(Diagnostic::error(
+                    &display,
+                    Pos::START,
+                    format!(
+                        "file is larger than the limit of {} bytes; split it into several files",
+                        limits.max_file_bytes
+                    ),
+                ));
+            }
+            Ok(bytes) => files.push(SourceFile { display, bytes }),
+            Err(e) => diags.push(Diagnostic::error(
+                &display,
+                Pos::START,
+                format!("cannot read: {e}"),
+            )),
+        }
+    }
+    (files, diags)
+}
+
+/// One `---`-separated document: the text, padded with blank lines so that the
+/// parser's line numbers are the file's line numbers.
+struct Chunk {
+    first_line: u32,
+    text: String,
+}
+
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+}
+
+/// True when a line carries YAML content (not blank, a comment, a directive or a
+/// bare document marker).
+fn has_content(line: &str) -> bool {
+    let line = if is_marker(line, "---") {
+        &line[3..]
+    } else {
+        line
+    };
+    let t = line.trim();
+    !(t.is_empty() || t.starts_with('#') || line.starts_with('%'))
+}
+
+/// Split a YAML stream into documents. A line starting with `---` or `...`
+/// followed by a space or the end of the line is always a document marker in
+/// YAML (content may not begin a line with them), so splitting on lines is exact.
+fn split_documents(text: &str) -> Vec<Chunk> {
+    fn emit(lines: &mut Vec<(u32, &str)>, chunks: &mut Vec<Chunk>) {
+        if let Some(&(first_line, _)) = lines.iter().find(|(_, l)| has_content(l)) {
+            let mut text = "\n".repeat(lines[0].0 as usize - 1);
+            for (_, l) in lines.iter() {
+                text.push_str(l);
+                text.push('\n');
+            }
+            chunks.push(Chunk { first_line, text });
+        }
+        lines.clear();
+    }
+    let mut chunks = Vec::new();
+    let mut current: Vec<(u32, &str)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let lineno = i as u32 + 1;
+        if is_marker(line, "---") {
+            if current.iter().any(|(_, l)| has_content(l)) {
+                emit(&mut current, &mut chunks);
+            } else if !current.iter().any(|(_, l)| l.starts_with('%')) {
+                // Comments and blank lines between documents belong to nobody;
+                // directives belong to the document that follows them.
+                current.clear();
+            }
+            current.push((lineno, line));
+        } else if is_marker(line, "...") {
+            emit(&mut current, &mut chunks);
+        } else {
+            current.push((lineno, line));
+        }
+    }
+    emit(&mut current, &mut chunks);
+    chunks
+}
+
+fn yaml_options(limits: &Limits) -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    // YAML 1.1 booleans (`no`, `off`, `y`) must not silently become booleans.
+    options.strict_booleans = true;
+    options.duplicate_keys = DuplicateKeyPolicy::Error;
+    options.merge_keys = serde_saphyr::MergeKeyPolicy::Error;
+    options.reject_unsupported_tags = true;
+    options.budget = serde_saphyr::budget! {
+        max_events: limits.max_events,
+        max_aliases: limits.max_aliases,
+        max_depth: limits.max_depth,
+        max_documents: 1,
+    };
+    options.alias_limits.max_total_replayed_events = limits.max_events;
+    options
+}
+
+/// The fields every document must start with, read leniently first so that an
+/// unknown kind or apiVersion is reported as such rather than as a type error.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    api_version: Option<At<String>>,
+    kind: Option<At<String>>,
+}
+
+/// Turn a serde-saphyr error into our diagnostic format, adding "did you mean".
+fn yaml_error(file: &str, fallback: Pos, err: &YamlError) -> Diagnostic {
+    use serde_saphyr::MessageFormatter;
+    let mut err = err.without_snippet();
+    while let YamlError::AliasError { error, .. } = err {
+        err = error.without_snippet();
+    }
+    let pos = err
+        .location()
+        .map(Pos::from)
+        .unwrap_or(fallback)
+        .or(fallback);
+    let message = match err {
+        YamlError::SerdeUnknownField {
+            field, expected, ..
+        } => {
+            if expected.is_empty() {
+                format!("unknown field {field:?}: this mapping takes no fields")
+            } else {
+                format!(
+                    "unknown field {field:?}, expected one of {}{}",
+                    one_of(expected),
+                    did_you_mean(field, expected.iter().copied())
+                )
+            }
+        }
+        YamlError::SerdeUnknownVariant {
+            variant, expected, ..
+        } => format!(
+            "unknown value {variant:?}, expected one of {}{}",
+            one_of(expected),
+            did_you_mean(variant, expected.iter().copied())
+        ),
+        YamlError::SerdeMissingField { field, .. } => {
+            format!("missing required field {field:?}")
+        }
+        // Every scalar target (numbers, booleans, strings) reports this one.
+        YamlError::Unexpected {
+            expected: "string scalar",
+            ..
+        } => {
+            "expected a single value here (a number, string or boolean), found a list or a mapping"
+                .to_string()
+        }
+        YamlError::DuplicateMappingKey { key, .. } => match key {
+            Some(k) => format!("duplicate key {k:?}: a key may appear only once in a mapping"),
+            None => "duplicate key: a key may appear only once in a mapping".to_string(),
+        },
+        YamlError::Budget { breach, .. } => format!(
+            "document exceeds the parser's safety limits ({breach:?}); \
+             aliases expanding into huge documents (an alias bomb) are refused"
+        ),
+        other => serde_saphyr::UserMessageFormatter
+            .format_message(other)
+            .into_owned(),
+    };
+    Diagnostic::error(file, pos, message)
+}
+
+/// Parse one file into documents. Problems become diagnostics; a document with
+/// a problem yields no `Sourced` (so nothing can act on it).
+pub fn parse_file(file: &SourceFile, limits: &Limits) -> (Vec<Sourced>, Vec<Diagnostic>) {
+    let name = file.display.as_str();
+    let mut docs = Vec::new();
+    let mut diags = Vec::new();
+    let text = match std::str::from_utf8(&file.bytes) {
+        Ok(t) => t.strip_prefix('\u{feff}').unwrap_or(t),
+        Err(e) => {
+            let before = &file.bytes[..e.valid_up_to()];
+            let line = before.iter().filter(|b| **b == b'\n').count() as u32 + 1;
+            let col = before.iter().rev().take_while(|b| **b != b'\n').count() as u32 + 1;
+            diags.push(Diagnostic::error(
+                name,
+                Pos::new(line, col),
+                "file is not valid UTF-8",
+            ));
+            return (docs, diags);
+        }
+    };
+    let chunks = split_documents(text);
+    if chunks.is_empty() {
+        diags.push(Diagnostic::error(
+            name,
+            Pos::START,
+            "file contains no documents; an empty file is refused (add a document or delete the file)",
+        ));
+        return (docs, diags);
+    }
+    if chunks.len() > limits.max_documents_per_file {
+        diags.push(Diagnostic::error(
+            name,
+            Pos::new(chunks[limits.max_documents_per_file].first_line, 1),
+            format!(
+                "more than {} documents in one file; split it",
+                limits.max_documents_per_file
+            ),
+        ));
+        return (docs, diags);
+    }
+    let options = yaml_options(limits);
+    for chunk in &chunks {
+        let start = Pos::new(chunk.first_line, 1);
+        match parse_document(name, start, &chunk.text, &options) {
+            Ok(doc) => docs.push(Sourced {
+                file: name.to_string(),
+                pos: start,
+                doc,
+            }),
+            Err(d) => diags.push(d),
+        }
+    }
+    (docs, diags)
+}
+
+fn parse_document(
+    file: &str,
+    start: Pos,
+    text: &str,
+    options: &serde_saphyr::Options,
+) -> Result<Document, Diagnostic> {
+    let header: Header =
+        serde_saphyr::from_str_with_options(text, options.clone()).map_err(|e| {
+            match e.without_snippet() {
+                YamlError::SerdeInvalidType { .. } | YamlError::Unexpected { .. } => {
+                    Diagnostic::error(
+                        file,
+                        start,
+                        "expected a document (a mapping with apiVersion, kind, metadata and spec)",
+                    )
+                }
+                _ => yaml_error(file, start, &e),
+            }
+        })?;
+    let api_version = header
+        .api_version
+        .ok_or_else(|| Diagnostic::error(file, start, "missing required field \"apiVersion\""))?;
+    if api_version.value != API_VERSION {
+        return Err(Diagnostic::error(
+            file,
+            api_version.pos.or(start),
+            format!(
+                "unsupported apiVersion {:?}, expected {API_VERSION:?}",
+                api_version.value
+            ),
+        ));
+    }
+    let kind = header
+        .kind
+        .ok_or_else(|| Diagnostic::error(file, start, "missing required field \"kind\""))?;
+    let de = |e: YamlError| yaml_error(file, start, &e);
+    let opts = || options.clone();
+    Ok(match kind.value.as_str() {
+        "Provider" => {
+            Document::Provider(serde_saphyr::from_str_with_options(text, opts()).map_err(de)?)
+        }
+        "Cluster" => {
+            Document::Cluster(serde_saphyr::from_str_with_options(text, opts()).map_err(de)?)
+        }
+        "NodePool" => Document::NodePool(Box::new(
+            serde_saphyr::from_str_with_options(text, opts()).map_err(de)?,
+        )),
+        other => {
+            return Err(Diagnostic::error(
+                file,
+                kind.pos.or(start),
+                format!(
+                    "unknown kind {other:?}, expected one of {}{}",
+                    one_of(KINDS),
+                    did_you_mean(other, KINDS.iter().copied())
+                ),
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitting_keeps_file_line_numbers() {
+        let text =
+            "# leading comment\na: 1\n---\nb: 2\n--- # c\n\n---\n%YAML 1.2\n---\nc: 3\n...\n";
+        let chunks = split_documents(text);
+        let firsts: Vec<u32> = chunks.iter().map(|c| c.first_line).collect();
+        assert_eq!(firsts, vec![2, 4, 10]);
+        assert!(chunks[1].text.starts_with("\n\n---\nb: 2"));
+        assert!(chunks[2].text.contains("%YAML 1.2\n---\nc: 3"));
+    }
+
+    #[test]
+    fn editor_leftovers_are_not_yaml() {
+        for name in [
+            ".pool.yaml.swp",
+            "pool.yaml~",
+            ".#pool.yaml",
+            "4913",
+            ".hidden.yaml",
+            "x.json",
+        ] {
+            assert!(!is_yaml(name), "{name}");
+        }
+        assert!(is_yaml("pool.yaml") && is_yaml("pool.yml"));
+    }
+}

@@ -1,0 +1,567 @@
+//! The desired-state documents: `Provider`, `Cluster` and `NodePool`.
+//!
+//! These types are the contract. They derive both serde (what we read) and
+//! schemars (what editors validate against), so `schemas/poolwright.schema.json`
+//! cannot drift from the code: a test regenerates it and compares.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::located::At;
+use super::values::{Duration, IntOrPercent, Percent, TimeOfDay, Weekday};
+
+pub const API_VERSION: &str = "poolwright/v1";
+
+/// The only apiVersion this release reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum ApiVersion {
+    #[serde(rename = "poolwright/v1")]
+    V1,
+}
+
+macro_rules! kind_marker {
+    ($name:ident, $text:literal) => {
+        #[doc = concat!("The `kind: ", $text, "` marker.")]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+        pub enum $name {
+            #[serde(rename = $text)]
+            Kind,
+        }
+    };
+}
+kind_marker!(ProviderKind, "Provider");
+kind_marker!(ClusterKind, "Cluster");
+kind_marker!(NodePoolKind, "NodePool");
+
+/// The kinds this release understands, in the order they are documented.
+pub const KINDS: &[&str] = &["Provider", "Cluster", "NodePool"];
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    /// Unique among documents of the same kind. Lower-case letters, digits and `-`.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: At<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+// ---------------------------------------------------------------- Provider
+
+/// How to reach a backend that owns node pools.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProviderDoc {
+    pub api_version: ApiVersion,
+    pub kind: ProviderKind,
+    pub metadata: Metadata,
+    pub spec: At<ProviderSpec>,
+}
+
+/// `type` selects the backend; the other fields are that backend's settings.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ProviderSpec {
+    /// The embedded simulator: no cloud account needed.
+    Sim(SimProvider),
+    /// EC2 Auto Scaling groups.
+    Aws(AwsProvider),
+    /// An out-of-process plug-in speaking poolwright's HTTP protocol.
+    Http(HttpProvider),
+}
+
+impl ProviderSpec {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ProviderSpec::Sim(_) => "sim",
+            ProviderSpec::Aws(_) => "aws",
+            ProviderSpec::Http(_) => "http",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SimProvider {
+    /// Seed of every random choice the simulator makes; same seed, same run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Time multiplier: 10 runs simulated boots and drains ten times faster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001))]
+    pub speed: Option<At<f64>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsProvider {
+    /// AWS region; the standard chain (AWS_REGION, profile) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Named profile from the shared AWS config files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Endpoint override (tests, VPC endpoints). Credentials never go in YAML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<At<String>>,
+    /// Role to assume on top of the base credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assume_role_arn: Option<At<String>>,
+    /// Attempts per API call, including the first (SDK adaptive retry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_attempts: Option<u32>,
+    /// Upper bound for one API operation, retries included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_timeout: Option<Duration>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HttpProvider {
+    /// Base URL of the plug-in, `http://` or `https://`.
+    pub url: At<String>,
+    /// Per-request timeout.
+    #[serde(default = "HttpProvider::default_timeout")]
+    pub timeout: Duration,
+    /// File holding a bearer token, read at start (tokens never go in YAML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl HttpProvider {
+    fn default_timeout() -> Duration {
+        Duration::secs(30)
+    }
+}
+
+// ---------------------------------------------------------------- Cluster
+
+/// A Kubernetes API used to cordon, drain and watch the readiness of pool nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterDoc {
+    pub api_version: ApiVersion,
+    pub kind: ClusterKind,
+    pub metadata: Metadata,
+    pub spec: At<ClusterSpec>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterSpec {
+    /// Path of a kubeconfig file, relative to this document's file. When neither
+    /// this nor `inCluster` is set, `$KUBECONFIG` or `~/.kube/config` is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<At<PathBuf>>,
+    /// Context inside the kubeconfig; its current context when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Use the service account of the pod poolwright runs in.
+    #[serde(default)]
+    pub in_cluster: At<bool>,
+    /// How a provider node is matched to its Kubernetes Node object.
+    #[serde(default)]
+    pub node_match: NodeMatch,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeMatch {
+    #[serde(default)]
+    pub by: NodeMatchBy,
+    /// The Node label holding the provider's node id, when `by: label`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum NodeMatchBy {
+    /// `spec.providerID` of the Node (e.g. `aws:///eu-west-1a/i-0abc`).
+    #[default]
+    #[serde(rename = "providerID")]
+    ProviderId,
+    /// A Node label holding the provider's node id.
+    #[serde(rename = "label")]
+    Label,
+}
+
+// ---------------------------------------------------------------- NodePool
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodePoolDoc {
+    pub api_version: ApiVersion,
+    pub kind: NodePoolKind,
+    pub metadata: Metadata,
+    pub spec: At<NodePoolSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodePoolSpec {
+    /// Name of the `Provider` document that owns this pool.
+    pub provider_ref: At<String>,
+    /// Name of a `Cluster` document; nodes are then cordoned, drained and gated on Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ref: Option<At<String>>,
+    /// Fixed desired number of nodes. With `autoscaling`, the size used at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub size: Option<At<i64>>,
+    /// Leave the current size to an autoscaler, within these bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<At<Autoscaling>>,
+    /// What every node of the pool should look like.
+    pub template: Template,
+    #[serde(default)]
+    pub rollout: Rollout,
+    #[serde(default)]
+    pub disruption: Disruption,
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+    /// AWS Auto Scaling group settings (provider `type: aws`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<At<AwsPool>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Autoscaling {
+    #[schemars(range(min = 0))]
+    pub min: At<i64>,
+    #[schemars(range(min = 0))]
+    pub max: At<i64>,
+}
+
+/// The node template. Changing `image`, `instanceType`, `kubernetesVersion` or the
+/// provider-specific template replaces nodes; labels, annotations, taints and tags
+/// are applied in place.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Template {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Launch template and instance types (provider `type: aws`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<At<AwsTemplate>>,
+    /// Free-form settings passed to an HTTP plug-in provider unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plugin: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
+)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsTemplate {
+    pub launch_template: At<LaunchTemplateRef>,
+    /// Instance-type overrides, in order of preference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<String>,
+}
+
+/// A launch template by name or id (exactly one), and a version (`$Latest`,
+/// `$Default` or a number; `$Default` when omitted).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LaunchTemplateRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsPool {
+    /// Name of the Auto Scaling group; the pool's name when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_name: Option<String>,
+    /// Take over an existing group that poolwright did not create.
+    #[serde(default)]
+    pub adopt: bool,
+    /// Subnets for a group poolwright creates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<String>,
+    /// Availability zones for a group poolwright creates (when no subnets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub availability_zones: Vec<String>,
+}
+
+// ---------------------------------------------------------------- Rollout
+
+/// How outdated nodes are replaced. See "Rollout rules" in the README.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Rollout {
+    /// Extra nodes allowed above the desired size (integer or "N%", rounded up). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<At<IntOrPercent>>,
+    /// Nodes allowed below the desired size (integer or "N%", rounded down). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<At<IntOrPercent>>,
+    #[serde(default)]
+    pub drain: Drain,
+    #[serde(default)]
+    pub health: Health,
+    /// Replace one node first and wait `health.minReady` before the rest.
+    #[serde(default)]
+    pub canary: bool,
+    /// Pause at these completion percentages for a bake time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<At<Checkpoint>>,
+    /// What a failed node leads to.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// Stop the rollout after this many failed nodes (circuit breaker).
+    #[serde(default = "Rollout::default_max_failed_nodes")]
+    #[schemars(range(min = 1))]
+    pub max_failed_nodes: At<i64>,
+    /// Fail the rollout when it makes no progress for this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline: Option<Duration>,
+}
+
+impl Rollout {
+    fn default_max_failed_nodes() -> At<i64> {
+        At::bare(3)
+    }
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout {
+            max_surge: None,
+            max_unavailable: None,
+            drain: Drain::default(),
+            health: Health::default(),
+            canary: false,
+            checkpoints: Vec::new(),
+            on_failure: OnFailure::default(),
+            max_failed_nodes: Rollout::default_max_failed_nodes(),
+            progress_deadline: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Drain {
+    /// How long evictions may take before `onTimeout` applies. Default 30m.
+    #[serde(default = "Drain::default_timeout")]
+    pub timeout: Duration,
+    #[serde(default)]
+    pub on_timeout: OnDrainTimeout,
+}
+
+impl Drain {
+    fn default_timeout() -> Duration {
+        Duration::secs(30 * 60)
+    }
+}
+
+impl Default for Drain {
+    fn default() -> Self {
+        Drain {
+            timeout: Drain::default_timeout(),
+            on_timeout: OnDrainTimeout::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDrainTimeout {
+    /// Stop: the pool becomes Degraded and the node stays cordoned.
+    #[default]
+    Fail,
+    /// Delete the remaining pods (recorded as an event) and carry on.
+    Force,
+    /// Leave the node cordoned, keep a surge node in its place, carry on.
+    Quarantine,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Health {
+    /// A new node not healthy within this time is a failure. Default 10m.
+    #[serde(default = "Health::default_startup_timeout")]
+    pub startup_timeout: Duration,
+    /// How long a node must stay healthy before it counts as available. Default 30s.
+    #[serde(default = "Health::default_min_ready")]
+    pub min_ready: Duration,
+}
+
+impl Health {
+    fn default_startup_timeout() -> Duration {
+        Duration::secs(10 * 60)
+    }
+    fn default_min_ready() -> Duration {
+        Duration::secs(30)
+    }
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            startup_timeout: Health::default_startup_timeout(),
+            min_ready: Health::default_min_ready(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Completion percentage at which to pause, e.g. "50%".
+    pub at: At<Percent>,
+    /// How long to bake before continuing.
+    pub pause: Duration,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// Wait for `poolwright rollout resume POOL`.
+    #[default]
+    Pause,
+    /// Return the pool to the previous template through the same engine.
+    Rollback,
+}
+
+// ---------------------------------------------------------------- Disruption
+
+/// When disruptive steps (drain, terminate, reimage, scale-down) may start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Disruption {
+    #[serde(default)]
+    pub policy: At<DisruptionPolicy>,
+    /// Weekly windows; required with `AllowDuringMaintenanceWindow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<At<Window>>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum DisruptionPolicy {
+    /// Disruptive steps may start at any time.
+    #[default]
+    Allow,
+    /// No disruptive step starts (a freeze).
+    Block,
+    /// Disruptive steps start only inside a window; one in flight finishes.
+    AllowDuringMaintenanceWindow,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Window {
+    /// Days on which the window opens; every day when omitted.
+    #[serde(default = "Window::every_day")]
+    pub days: At<Vec<Weekday>>,
+    /// Local opening time, HH:MM.
+    pub start: TimeOfDay,
+    /// How long the window stays open (more than 0, at most 7 days).
+    pub duration: At<Duration>,
+    /// IANA time zone of `start`, e.g. Europe/Berlin. Default UTC.
+    #[serde(default = "Window::utc")]
+    pub timezone: At<String>,
+}
+
+impl Window {
+    fn every_day() -> At<Vec<Weekday>> {
+        At::bare(Weekday::ALL.to_vec())
+    }
+    fn utc() -> At<String> {
+        At::bare("UTC".to_string())
+    }
+}
+
+// ---------------------------------------------------------------- Lifecycle
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// Never delete this pool, whatever the files say.
+    #[serde(default)]
+    pub prevent_destroy: bool,
+    /// Attributes whose drift from the files is left alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_changes: Vec<IgnoredAttribute>,
+}
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
+)]
+pub enum IgnoredAttribute {
+    #[serde(rename = "size")]
+    Size,
+    #[serde(rename = "template.image")]
+    Image,
+    #[serde(rename = "template.instanceType")]
+    InstanceType,
+    #[serde(rename = "template.kubernetesVersion")]
+    KubernetesVersion,
+    #[serde(rename = "template.labels")]
+    Labels,
+    #[serde(rename = "template.annotations")]
+    Annotations,
+    #[serde(rename = "template.taints")]
+    Taints,
+    #[serde(rename = "template.tags")]
+    Tags,
+}
+
+// ---------------------------------------------------------------- Schema root
+
+/// Any one document of the desired-state format (used for the JSON Schema only;
+/// loading dispatches on `kind` first, so errors can name the kind).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code, clippy::large_enum_variant)]
+pub enum AnyDocument {
+    Provider(ProviderDoc),
+    Cluster(ClusterDoc),
+    NodePool(NodePoolDoc),
+}

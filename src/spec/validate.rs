@@ -1,0 +1,544 @@
+//! Semantic validation across every document of a directory, and the validated
+//! [`Config`] the rest of poolwright consumes.
+//!
+//! Every check runs even after another fails, so one `validate` run reports every
+//! problem. A config with any error is never returned: nothing can act on it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::diag::{Diagnostic, did_you_mean, one_of};
+use super::load::{self, Document, Limits, SourceFile, Sourced};
+use super::located::{At, Pos};
+use super::types::*;
+use super::values::{Duration, IntOrPercent};
+
+/// A document that passed validation, with where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry<T> {
+    pub file: String,
+    pub pos: Pos,
+    pub doc: T,
+}
+
+/// A validated desired state: every reference resolves, every value is in range.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub providers: BTreeMap<String, Entry<ProviderDoc>>,
+    pub clusters: BTreeMap<String, Entry<ClusterDoc>>,
+    pub pools: BTreeMap<String, Entry<NodePoolDoc>>,
+}
+
+/// What loading a directory produced: the config when it is valid, and every
+/// diagnostic (errors and warnings) in file order.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub config: Option<Config>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub files: usize,
+    pub documents: usize,
+}
+
+impl LoadReport {
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.config.is_some()
+    }
+}
+
+/// Load and validate a directory (recursively) or a single file.
+pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
+    let paths = match load::discover(root) {
+        Ok(p) => p,
+        Err(d) => {
+            return LoadReport {
+                diagnostics: vec![d],
+                ..LoadReport::default()
+            };
+        }
+    };
+    if paths.is_empty() {
+        // An empty directory would read as "no pools at all": refuse it rather
+        // than let it look like every pool was removed.
+        return LoadReport {
+            diagnostics: vec![Diagnostic::error(
+                &root.display().to_string(),
+                Pos::START,
+                "no desired-state files (*.yaml, *.yml) found",
+            )],
+            ..LoadReport::default()
+        };
+    }
+    let (files, mut diags) = load::read_files(&paths, limits);
+    let mut report = load_sources(&files, limits);
+    report.files = paths.len();
+    if !diags.is_empty() {
+        diags.append(&mut report.diagnostics);
+        diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        report.diagnostics = diags;
+        report.config = None;
+    }
+    report
+}
+
+/// Parse and validate files already in memory (a working tree, a git tree, a fuzzer).
+pub fn load_sources(files: &[SourceFile], limits: &Limits) -> LoadReport {
+    let mut diags = Vec::new();
+    let mut docs = Vec::new();
+    for file in files {
+        let (mut d, mut problems) = load::parse_file(file, limits);
+        docs.append(&mut d);
+        diags.append(&mut problems);
+    }
+    let documents = docs.len() + diags.len();
+    let config = validate(docs, &mut diags);
+    diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    diags.dedup();
+    let valid = !diags.iter().any(Diagnostic::is_error);
+    LoadReport {
+        config: valid.then_some(config),
+        diagnostics: diags,
+        files: files.len(),
+        documents,
+    }
+}
+
+/// Collects diagnostics for one document.
+struct Checker<'a> {
+    file: &'a str,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, pos: Pos, message: impl Into<String>) {
+        self.diags.push(Diagnostic::error(self.file, pos, message));
+    }
+    fn warning(&mut self, pos: Pos, message: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::warning(self.file, pos, message));
+    }
+}
+
+fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
+    let mut config = Config::default();
+    for Sourced { file, pos, doc } in docs {
+        let mut c = Checker { file: &file, diags };
+        match doc {
+            Document::Provider(d) => {
+                check_provider(&mut c, &d);
+                let name = d.metadata.name.clone();
+                insert_unique(&mut c, &mut config.providers, "Provider", name, pos, d);
+            }
+            Document::Cluster(d) => {
+                check_cluster(&mut c, &d);
+                let name = d.metadata.name.clone();
+                insert_unique(&mut c, &mut config.clusters, "Cluster", name, pos, d);
+            }
+            Document::NodePool(d) => {
+                check_pool(&mut c, &d);
+                let name = d.metadata.name.clone();
+                insert_unique(&mut c, &mut config.pools, "NodePool", name, pos, *d);
+            }
+        }
+    }
+    check_references(&config, diags);
+    config
+}
+
+/// Names are unique per kind; the second definition is the error, and it names
+/// the first so both places are known.
+fn insert_unique<T>(
+    c: &mut Checker,
+    map: &mut BTreeMap<String, Entry<T>>,
+    kind: &str,
+    name: At<String>,
+    doc_pos: Pos,
+    doc: T,
+) {
+    check_name(c, &name);
+    let at = name.pos.or(doc_pos);
+    if let Some(first) = map.get(name.as_str()) {
+        c.error(
+            at,
+            format!(
+                "duplicate {kind} {:?}: first defined at {}:{}",
+                name.value, first.file, first.pos
+            ),
+        );
+        return;
+    }
+    let entry = Entry {
+        file: c.file.to_string(),
+        pos: at,
+        doc,
+    };
+    map.insert(name.value, entry);
+}
+
+/// Names end up in cloud resource names, Kubernetes objects and metric labels,
+/// so they follow the strictest of those: an RFC 1123 label.
+fn check_name(c: &mut Checker, name: &At<String>) {
+    let n = name.as_str();
+    let ok = !n.is_empty()
+        && n.len() <= 63
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !n.starts_with('-')
+        && !n.ends_with('-');
+    if !ok {
+        c.error(
+            name.pos,
+            format!(
+                "invalid name {n:?}: use 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+            ),
+        );
+    }
+}
+
+fn check_url(c: &mut Checker, field: &str, url: &At<String>, fallback: Pos) {
+    let ok = ["http://", "https://"]
+        .iter()
+        .any(|p| url.strip_prefix(p).is_some_and(|rest| !rest.is_empty()));
+    if !ok {
+        c.error(
+            url.pos.or(fallback),
+            format!(
+                "{field}: invalid URL {:?}: expected http://HOST[:PORT][/PATH] or https://...",
+                url.value
+            ),
+        );
+    }
+}
+
+fn check_provider(c: &mut Checker, d: &ProviderDoc) {
+    let pos = d.spec.pos;
+    match &d.spec.value {
+        ProviderSpec::Sim(sim) => {
+            if let Some(speed) = &sim.speed
+                && !(speed.value.is_finite() && speed.value > 0.0)
+            {
+                c.error(
+                    speed.pos.or(pos),
+                    format!("speed must be a number above 0, not {}", speed.value),
+                );
+            }
+        }
+        ProviderSpec::Aws(aws) => {
+            if let Some(url) = &aws.endpoint_url {
+                check_url(c, "endpointUrl", url, pos);
+            }
+            if let Some(arn) = &aws.assume_role_arn
+                && !arn.starts_with("arn:")
+            {
+                c.error(
+                    arn.pos.or(pos),
+                    format!("assumeRoleArn {:?} is not an ARN (expected arn:aws:iam::ACCOUNT:role/NAME)", arn.value),
+                );
+            }
+            if aws.max_attempts == Some(0) {
+                c.error(pos, "maxAttempts must be at least 1");
+            }
+        }
+        ProviderSpec::Http(http) => {
+            check_url(c, "url", &http.url, pos);
+            if http.timeout == Duration::ZERO {
+                c.error(pos, "timeout must be greater than 0");
+            }
+        }
+    }
+}
+
+fn check_cluster(c: &mut Checker, d: &ClusterDoc) {
+    let spec = &d.spec;
+    if let Some(kubeconfig) = &spec.kubeconfig
+        && spec.in_cluster.value
+    {
+        c.error(
+            kubeconfig.pos.or(spec.pos),
+            "kubeconfig and inCluster: true exclude each other; keep one",
+        );
+    }
+    if spec.node_match.by == NodeMatchBy::Label && spec.node_match.label.is_none() {
+        c.error(
+            spec.pos,
+            "nodeMatch.by is \"label\" but nodeMatch.label is missing",
+        );
+    }
+}
+
+fn check_pool(c: &mut Checker, d: &NodePoolDoc) {
+    let spec = &d.spec;
+    check_size(c, spec);
+    check_rollout(c, &spec.rollout, spec.pos);
+    check_disruption(c, &spec.disruption, spec.pos);
+    if let Some(aws) = &spec.template.aws {
+        let lt = &aws.launch_template;
+        if lt.name.is_some() == lt.id.is_some() {
+            c.error(
+                lt.pos.or(aws.pos),
+                "launchTemplate needs exactly one of \"name\" or \"id\"",
+            );
+        }
+    }
+}
+
+fn check_size(c: &mut Checker, spec: &At<NodePoolSpec>) {
+    let non_negative = |c: &mut Checker, what: &str, v: &At<i64>| {
+        if v.value < 0 {
+            c.error(
+                v.pos.or(spec.pos),
+                format!("{what} must not be negative, got {}", v.value),
+            );
+            false
+        } else {
+            true
+        }
+    };
+    let size_ok = spec
+        .size
+        .as_ref()
+        .is_none_or(|s| non_negative(c, "size", s));
+    match &spec.autoscaling {
+        None if spec.size.is_none() => c.error(
+            spec.pos,
+            "missing \"size\" or \"autoscaling\": say how many nodes the pool should have",
+        ),
+        None => {}
+        Some(a) => {
+            let min_ok = non_negative(c, "autoscaling.min", &a.min);
+            let max_ok = non_negative(c, "autoscaling.max", &a.max);
+            if min_ok && max_ok && a.max.value < a.min.value {
+                c.error(
+                    a.max.pos.or(a.pos),
+                    format!(
+                        "autoscaling.max ({}) is below autoscaling.min ({})",
+                        a.max.value, a.min.value
+                    ),
+                );
+            } else if let Some(size) = &spec.size
+                && size_ok
+                && min_ok
+                && max_ok
+                && !(a.min.value..=a.max.value).contains(&size.value)
+            {
+                c.error(
+                    size.pos.or(spec.pos),
+                    format!(
+                        "size {} is outside the autoscaling bounds [{}, {}]",
+                        size.value, a.min.value, a.max.value
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
+    let budget_ok =
+        |c: &mut Checker, field: &str, v: &At<IntOrPercent>, max_percent: Option<i64>| {
+            if v.is_negative() {
+                c.error(
+                    v.pos.or(fallback),
+                    format!("{field} must not be negative, got {}", v.value),
+                );
+            } else if let (IntOrPercent::Percent(p), Some(max)) = (v.value, max_percent)
+                && p > max
+            {
+                c.error(
+                    v.pos.or(fallback),
+                    format!("{field} must be at most {max}%, got {p}%"),
+                );
+            }
+        };
+    if let Some(s) = &r.max_surge {
+        budget_ok(c, "maxSurge", s, None);
+    }
+    if let Some(u) = &r.max_unavailable {
+        budget_ok(c, "maxUnavailable", u, Some(100));
+    }
+    // Defaults are surge 1, unavailable 0. Zero for both, written or defaulted,
+    // means no node could ever be replaced.
+    let surge_zero = r.max_surge.as_ref().is_some_and(|s| s.is_zero());
+    let unavailable_zero = r.max_unavailable.as_ref().is_none_or(|u| u.is_zero());
+    if surge_zero && unavailable_zero {
+        let at = r
+            .max_unavailable
+            .as_ref()
+            .or(r.max_surge.as_ref())
+            .map_or(fallback, |v| v.pos);
+        let how = if r.max_unavailable.is_none() {
+            " (maxUnavailable defaults to 0)"
+        } else {
+            ""
+        };
+        c.error(
+            at.or(fallback),
+            format!("maxSurge and maxUnavailable are both 0{how}: no node could ever be replaced; set one of them above 0"),
+        );
+    }
+    if r.health.startup_timeout == Duration::ZERO {
+        c.error(
+            fallback,
+            "rollout.health.startupTimeout must be greater than 0",
+        );
+    }
+    if r.drain.timeout == Duration::ZERO {
+        c.error(fallback, "rollout.drain.timeout must be greater than 0");
+    }
+    if r.max_failed_nodes.value < 1 {
+        c.error(
+            r.max_failed_nodes.pos.or(fallback),
+            format!(
+                "maxFailedNodes must be at least 1, got {}",
+                r.max_failed_nodes.value
+            ),
+        );
+    }
+    let mut previous = 0;
+    for cp in &r.checkpoints {
+        let p = cp.at.value.0;
+        let at = cp.at.pos.or(cp.pos).or(fallback);
+        if !(1..=99).contains(&p) {
+            c.error(at, format!("checkpoint at {p}% must be between 1% and 99%"));
+        } else if p <= previous {
+            c.error(
+                at,
+                format!("checkpoints must be in increasing order: {p}% follows {previous}%"),
+            );
+        } else {
+            previous = p;
+        }
+    }
+}
+
+fn check_disruption(c: &mut Checker, d: &Disruption, fallback: Pos) {
+    let policy_pos = d.policy.pos.or(fallback);
+    match d.policy.value {
+        DisruptionPolicy::AllowDuringMaintenanceWindow if d.windows.is_empty() => c.error(
+            policy_pos,
+            "policy AllowDuringMaintenanceWindow needs at least one entry in \"windows\" (without one, nothing disruptive could ever run)",
+        ),
+        DisruptionPolicy::Allow | DisruptionPolicy::Block if !d.windows.is_empty() => c.warning(
+            d.windows[0].pos.or(policy_pos),
+            format!(
+                "windows are ignored with policy {:?}; use AllowDuringMaintenanceWindow to honour them",
+                d.policy.value
+            ),
+        ),
+        _ => {}
+    }
+    for w in &d.windows {
+        let at = w.pos.or(policy_pos);
+        if w.days.is_empty() {
+            c.error(
+                w.days.pos.or(at),
+                "days must not be empty (omit it for every day)",
+            );
+        }
+        let dur = w.duration.value.as_std();
+        if dur.is_zero() {
+            c.error(
+                w.duration.pos.or(at),
+                "window duration must be greater than 0",
+            );
+        } else if dur > std::time::Duration::from_secs(7 * 24 * 3600) {
+            c.error(
+                w.duration.pos.or(at),
+                format!("window duration {} is longer than 7 days", w.duration.value),
+            );
+        }
+        check_timezone(c, &w.timezone, at);
+    }
+}
+
+fn check_timezone(c: &mut Checker, tz: &At<String>, fallback: Pos) {
+    if jiff::tz::db().get(tz.as_str()).is_ok() {
+        return;
+    }
+    let names: Vec<String> = jiff::tz::db().available().map(|n| n.to_string()).collect();
+    c.error(
+        tz.pos.or(fallback),
+        format!(
+            "unknown time zone {:?}: expected an IANA name such as \"Europe/Berlin\" or \"UTC\"{}",
+            tz.value,
+            did_you_mean(tz.as_str(), names.iter().map(String::as_str))
+        ),
+    );
+}
+
+fn check_references(config: &Config, diags: &mut Vec<Diagnostic>) {
+    let provider_names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+    let cluster_names: Vec<&str> = config.clusters.keys().map(String::as_str).collect();
+    for entry in config.pools.values() {
+        let spec = &entry.doc.spec;
+        let mut c = Checker {
+            file: &entry.file,
+            diags,
+        };
+        let r = &spec.provider_ref;
+        match config.providers.get(r.as_str()) {
+            None => c.error(
+                r.pos.or(spec.pos),
+                dangling("providerRef", "Provider", r.as_str(), &provider_names),
+            ),
+            Some(p) => check_provider_fit(&mut c, spec, &p.doc),
+        }
+        if let Some(r) = &spec.cluster_ref
+            && !config.clusters.contains_key(r.as_str())
+        {
+            c.error(
+                r.pos.or(spec.pos),
+                dangling("clusterRef", "Cluster", r.as_str(), &cluster_names),
+            );
+        }
+    }
+}
+
+fn dangling(field: &str, kind: &str, name: &str, known: &[&str]) -> String {
+    let known_text = if known.is_empty() {
+        format!("no {kind} is defined")
+    } else {
+        format!("defined: {}", one_of(known))
+    };
+    format!(
+        "{field} {name:?} does not name a {kind} ({known_text}){}",
+        did_you_mean(name, known.iter().copied())
+    )
+}
+
+/// Provider-specific pool settings must match the provider the pool uses.
+fn check_provider_fit(c: &mut Checker, spec: &At<NodePoolSpec>, provider: &ProviderDoc) {
+    let ty = provider.spec.type_name();
+    let name = provider.metadata.name.as_str();
+    let is_aws = matches!(provider.spec.value, ProviderSpec::Aws(_));
+    let misplaced = |c: &mut Checker, field: &str, pos: Pos| {
+        c.error(
+            pos.or(spec.pos),
+            format!(
+                "{field} is only for providers of type aws, but provider {name:?} is of type {ty}"
+            ),
+        );
+    };
+    if !is_aws {
+        if let Some(t) = &spec.template.aws {
+            misplaced(c, "template.aws", t.pos);
+        }
+        if let Some(a) = &spec.aws {
+            misplaced(c, "aws", a.pos);
+        }
+    } else if spec.template.aws.is_none() {
+        c.error(
+            spec.pos,
+            format!("provider {name:?} is of type aws: template.aws.launchTemplate is required"),
+        );
+    }
+    if !spec.template.plugin.is_empty() && !matches!(provider.spec.value, ProviderSpec::Http(_)) {
+        c.error(
+            spec.pos,
+            format!("template.plugin is only for providers of type http, but provider {name:?} is of type {ty}"),
+        );
+    }
+}

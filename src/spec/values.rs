@@ -1,0 +1,357 @@
+//! Scalar value types of the desired-state format: durations, integer-or-percentage
+//! budgets, percentages, weekdays and times of day. Each parses from the YAML text
+//! users write and says what it expected when it cannot.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A non-negative duration written as `30s`, `10m`, `4h`, `1h30m` or `500ms`.
+///
+/// Parsing is jiff's "friendly" duration format; a bare number is refused because
+/// `timeout: 30` could mean seconds or minutes and we will not guess.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub std::time::Duration);
+
+impl Duration {
+    pub const ZERO: Duration = Duration(std::time::Duration::ZERO);
+
+    pub const fn secs(s: u64) -> Self {
+        Duration(std::time::Duration::from_secs(s))
+    }
+
+    pub fn as_std(self) -> std::time::Duration {
+        self.0
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let expected = "expected a duration such as \"30s\", \"10m\", \"4h\" or \"1h30m\"";
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Err(format!(
+                "invalid duration {text:?}: {expected} (a unit is required)"
+            ));
+        }
+        let parsed: jiff::SignedDuration = trimmed
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: {expected}"))?;
+        if parsed.is_negative() {
+            return Err(format!("invalid duration {text:?}: must not be negative"));
+        }
+        Ok(Duration(parsed.unsigned_abs()))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use jiff::fmt::friendly::{Designator, Spacing, SpanPrinter};
+        let printer = SpanPrinter::new()
+            .designator(Designator::Compact)
+            .spacing(Spacing::None);
+        f.write_str(&printer.unsigned_duration_to_string(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Duration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as \"30s\", \"10m\", \"4h\" or \"1h30m\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+                Duration::parse(v).map_err(E::custom)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+                Err(E::custom(format!(
+                    "invalid duration {v}: a unit is required, such as \"{v}s\" or \"{v}m\""
+                )))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+                Err(E::custom(format!(
+                    "invalid duration {v}: a non-negative value with a unit is required"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "A duration with units, e.g. \"30s\", \"10m\", \"4h\", \"1h30m\".",
+            "pattern": "^\\s*\\d",
+            "examples": ["30s", "10m", "1h30m"]
+        })
+    }
+}
+
+/// An absolute count or a percentage of the pool's desired size (`2` or `"25%"`).
+///
+/// Negative numbers are kept as written so validation can say "must not be
+/// negative" at the right place instead of a generic type error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IntOrPercent {
+    Int(i64),
+    Percent(i64),
+}
+
+impl IntOrPercent {
+    pub fn is_negative(self) -> bool {
+        matches!(self, IntOrPercent::Int(n) | IntOrPercent::Percent(n) if n < 0)
+    }
+
+    /// Literal zero, as written (not as resolved against a size).
+    pub fn is_zero(self) -> bool {
+        matches!(self, IntOrPercent::Int(0) | IntOrPercent::Percent(0))
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let expected = "expected an integer or a percentage such as \"25%\"";
+        let t = text.trim();
+        let Some(number) = t.strip_suffix('%') else {
+            return Err(format!("invalid value {text:?}: {expected}"));
+        };
+        number
+            .parse::<i64>()
+            .map(IntOrPercent::Percent)
+            .map_err(|_| format!("invalid percentage {text:?}: {expected}"))
+    }
+}
+
+impl fmt::Display for IntOrPercent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IntOrPercent::Int(n) => write!(f, "{n}"),
+            IntOrPercent::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = IntOrPercent;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer or a percentage such as \"25%\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                Ok(IntOrPercent::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                i64::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                IntOrPercent::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for IntOrPercent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IntOrPercent::Int(n) => s.serialize_i64(*n),
+            IntOrPercent::Percent(_) => s.collect_str(self),
+        }
+    }
+}
+
+impl JsonSchema for IntOrPercent {
+    fn schema_name() -> Cow<'static, str> {
+        "IntOrPercent".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A node count, or a percentage of the desired size such as \"25%\".",
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^[0-9]+%$"}
+            ]
+        })
+    }
+}
+
+/// A percentage written as `"50%"` (checkpoints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Percent(pub i64);
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match IntOrPercent::deserialize(d)? {
+            IntOrPercent::Percent(p) => Ok(Percent(p)),
+            IntOrPercent::Int(n) => Err(de::Error::custom(format!(
+                "invalid value {n}: expected a percentage such as \"{n}%\""
+            ))),
+        }
+    }
+}
+
+impl Serialize for Percent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{}%", self.0))
+    }
+}
+
+impl JsonSchema for Percent {
+    fn schema_name() -> Cow<'static, str> {
+        "Percent".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "pattern": "^[0-9]+%$", "examples": ["50%"]})
+    }
+}
+
+/// A day of the week, written with its three-letter English name.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
+)]
+pub enum Weekday {
+    Mon,
+    Tue,
+    Wed,
+    Thu,
+    Fri,
+    Sat,
+    Sun,
+}
+
+impl Weekday {
+    pub const ALL: [Weekday; 7] = [
+        Weekday::Mon,
+        Weekday::Tue,
+        Weekday::Wed,
+        Weekday::Thu,
+        Weekday::Fri,
+        Weekday::Sat,
+        Weekday::Sun,
+    ];
+
+    pub fn to_jiff(self) -> jiff::civil::Weekday {
+        use jiff::civil::Weekday as J;
+        match self {
+            Weekday::Mon => J::Monday,
+            Weekday::Tue => J::Tuesday,
+            Weekday::Wed => J::Wednesday,
+            Weekday::Thu => J::Thursday,
+            Weekday::Fri => J::Friday,
+            Weekday::Sat => J::Saturday,
+            Weekday::Sun => J::Sunday,
+        }
+    }
+}
+
+/// A wall-clock time of day, `HH:MM` in 24-hour form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimeOfDay(pub jiff::civil::Time);
+
+impl TimeOfDay {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "invalid time of day {text:?}: expected HH:MM in 24-hour form, such as \"02:00\""
+            )
+        };
+        let (h, m) = text.split_once(':').ok_or_else(bad)?;
+        if h.len() != 2 || m.len() != 2 {
+            return Err(bad());
+        }
+        let h: i8 = h.parse().map_err(|_| bad())?;
+        let m: i8 = m.parse().map_err(|_| bad())?;
+        jiff::civil::Time::new(h, m, 0, 0)
+            .map(TimeOfDay)
+            .map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for TimeOfDay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:02}:{:02}", self.0.hour(), self.0.minute())
+    }
+}
+
+impl<'de> Deserialize<'de> for TimeOfDay {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        TimeOfDay::parse(&text).map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for TimeOfDay {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for TimeOfDay {
+    fn schema_name() -> Cow<'static, str> {
+        "TimeOfDay".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$", "examples": ["02:00"]})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_only() {
+        assert_eq!(Duration::parse("30s").unwrap(), Duration::secs(30));
+        assert_eq!(Duration::parse("10m").unwrap(), Duration::secs(600));
+        assert_eq!(Duration::parse("1h30m").unwrap(), Duration::secs(5400));
+        assert_eq!(Duration::parse("4h").unwrap(), Duration::secs(14400));
+        assert!(
+            Duration::parse("30")
+                .unwrap_err()
+                .contains("unit is required")
+        );
+        assert!(
+            Duration::parse("soon")
+                .unwrap_err()
+                .contains("expected a duration")
+        );
+        assert!(Duration::parse("-5m").unwrap_err().contains("negative"));
+        assert_eq!(Duration::secs(5400).to_string(), "1h30m");
+    }
+
+    #[test]
+    fn int_or_percent_parses_and_keeps_sign() {
+        assert_eq!(
+            IntOrPercent::parse("25%").unwrap(),
+            IntOrPercent::Percent(25)
+        );
+        assert!(IntOrPercent::parse("-5%").unwrap().is_negative());
+        assert!(IntOrPercent::parse("25").is_err());
+        assert!(IntOrPercent::parse("2.5%").is_err());
+        assert!(IntOrPercent::parse("%").is_err());
+    }
+
+    #[test]
+    fn time_of_day_is_strict() {
+        assert_eq!(TimeOfDay::parse("02:00").unwrap().to_string(), "02:00");
+        assert!(TimeOfDay::parse("2:00").is_err());
+        assert!(TimeOfDay::parse("24:00").is_err());
+        assert!(TimeOfDay::parse("12:60").is_err());
+    }
+}
