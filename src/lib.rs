@@ -4,4 +4,13 @@
 //! project's shared folder for the map of modules.
 
 pub mod cli;
+pub mod clock;
+pub mod gitrev;
+pub mod model;
+pub mod plan;
+pub mod policy;
+pub mod provider;
+pub mod reconcile;
+pub mod rollout;
 pub mod spec;
+pub mod store;

@@ -100,7 +100,10 @@ fn schema_prints_the_checked_in_schema() {
     let file =
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/poolwright.schema.json"))
             .unwrap();
-    assert_eq!(out.stdout, file);
+    assert!(
+        out.stdout == file,
+        "poolwright schema differs from schemas/poolwright.schema.json"
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
 
 use super::diag::{Diagnostic, did_you_mean, one_of};
-use super::located::{At, Pos};
+use super::located::{At, LineOffset, Pos};
 use super::types::{API_VERSION, ClusterDoc, KINDS, NodePoolDoc, ProviderDoc};
 
 /// Name of a gitignore-style file that excludes paths from loading (for example
@@ -145,11 +145,11 @@ pub fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<D
     (files, diags)
 }
 
-/// One `---`-separated document: the text, padded with blank lines so that the
-/// parser's line numbers are the file's line numbers.
-struct Chunk {
+/// One `---`-separated document, and how many lines of the file precede it.
+struct Chunk<'a> {
     first_line: u32,
-    text: String,
+    lines_before: u32,
+    text: &'a str,
 }
 
 fn is_marker(line: &str, marker: &str) -> bool {
@@ -172,38 +172,46 @@ fn has_content(line: &str) -> bool {
 /// Split a YAML stream into documents. A line starting with `---` or `...`
 /// followed by a space or the end of the line is always a document marker in
 /// YAML (content may not begin a line with them), so splitting on lines is exact.
-fn split_documents(text: &str) -> Vec<Chunk> {
-    fn emit(lines: &mut Vec<(u32, &str)>, chunks: &mut Vec<Chunk>) {
-        if let Some(&(first_line, _)) = lines.iter().find(|(_, l)| has_content(l)) {
-            let mut text = "\n".repeat(lines[0].0 as usize - 1);
-            for (_, l) in lines.iter() {
-                text.push_str(l);
-                text.push('\n');
-            }
-            chunks.push(Chunk { first_line, text });
-        }
-        lines.clear();
+fn split_documents(text: &str) -> Vec<Chunk<'_>> {
+    // (line number, byte offset of the line, line)
+    let mut lines = Vec::new();
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        lines.push((i as u32 + 1, offset, line.trim_end_matches(['\n', '\r'])));
+        offset += line.len();
     }
     let mut chunks = Vec::new();
-    let mut current: Vec<(u32, &str)> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let lineno = i as u32 + 1;
+    let mut emit = |range: &[(u32, usize, &str)], end: usize| {
+        if let Some(&(first_line, _, _)) = range.iter().find(|(_, _, l)| has_content(l)) {
+            let (start_line, start, _) = range[0];
+            chunks.push(Chunk {
+                first_line,
+                lines_before: start_line - 1,
+                text: &text[start..end],
+            });
+        }
+    };
+    let mut begin = 0; // index into `lines` of the current document's first line
+    for (i, &(_, at, line)) in lines.iter().enumerate() {
+        let current = &lines[begin..i];
         if is_marker(line, "---") {
-            if current.iter().any(|(_, l)| has_content(l)) {
-                emit(&mut current, &mut chunks);
-            } else if !current.iter().any(|(_, l)| l.starts_with('%')) {
+            if current.iter().any(|(_, _, l)| has_content(l)) {
+                emit(current, at);
+                begin = i;
+            } else {
                 // Comments and blank lines between documents belong to nobody;
                 // directives belong to the document that follows them.
-                current.clear();
+                begin = match current.iter().position(|(_, _, l)| l.starts_with('%')) {
+                    Some(k) => begin + k,
+                    None => i,
+                };
             }
-            current.push((lineno, line));
         } else if is_marker(line, "...") {
-            emit(&mut current, &mut chunks);
-        } else {
-            current.push((lineno, line));
+            emit(current, at);
+            begin = i + 1;
         }
     }
-    emit(&mut current, &mut chunks);
+    emit(&lines[begin.min(lines.len())..], text.len());
     chunks
 }
 
@@ -242,7 +250,7 @@ fn yaml_error(file: &str, fallback: Pos, err: &YamlError) -> Diagnostic {
     }
     let pos = err
         .location()
-        .map(Pos::from)
+        .map(|l| LineOffset::apply(Pos::from(l)))
         .unwrap_or(fallback)
         .or(fallback);
     let message = match err {
@@ -335,7 +343,8 @@ pub fn parse_file(file: &SourceFile, limits: &Limits) -> (Vec<Sourced>, Vec<Diag
     let options = yaml_options(limits);
     for chunk in &chunks {
         let start = Pos::new(chunk.first_line, 1);
-        match parse_document(name, start, &chunk.text, &options) {
+        let _offset = LineOffset::set(chunk.lines_before);
+        match parse_document(name, start, chunk.text, &options) {
             Ok(doc) => docs.push(Sourced {
                 file: name.to_string(),
                 pos: start,
@@ -419,8 +428,10 @@ mod tests {
         let chunks = split_documents(text);
         let firsts: Vec<u32> = chunks.iter().map(|c| c.first_line).collect();
         assert_eq!(firsts, vec![2, 4, 10]);
-        assert!(chunks[1].text.starts_with("\n\n---\nb: 2"));
-        assert!(chunks[2].text.contains("%YAML 1.2\n---\nc: 3"));
+        let befores: Vec<u32> = chunks.iter().map(|c| c.lines_before).collect();
+        assert_eq!(befores, vec![0, 2, 7]);
+        assert_eq!(chunks[1].text, "---\nb: 2\n");
+        assert_eq!(chunks[2].text, "%YAML 1.2\n---\nc: 3\n");
     }
 
     #[test]

@@ -99,12 +99,43 @@ impl<T: fmt::Display> fmt::Display for At<T> {
     }
 }
 
+thread_local! {
+    /// Lines before the document being deserialized, in its file. The loader
+    /// parses each `---` document on its own and sets this for the duration
+    /// (see [`LineOffset`]), so positions are file positions.
+    static LINE_OFFSET: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets the line offset of [`At`] positions while it lives.
+pub(crate) struct LineOffset(u32);
+
+impl LineOffset {
+    pub(crate) fn set(lines_before: u32) -> LineOffset {
+        LineOffset(LINE_OFFSET.replace(lines_before))
+    }
+
+    /// Shift a position read from the current document to a file position.
+    pub(crate) fn apply(pos: Pos) -> Pos {
+        if pos.is_known() {
+            Pos::new(pos.line + LINE_OFFSET.get(), pos.col)
+        } else {
+            pos
+        }
+    }
+}
+
+impl Drop for LineOffset {
+    fn drop(&mut self) {
+        LINE_OFFSET.set(self.0);
+    }
+}
+
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for At<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spanned = serde_saphyr::Spanned::<T>::deserialize(d)?;
         Ok(At {
             value: spanned.value,
-            pos: spanned.referenced.into(),
+            pos: LineOffset::apply(spanned.referenced.into()),
         })
     }
 }

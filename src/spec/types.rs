@@ -88,7 +88,9 @@ impl ProviderSpec {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+/// The embedded simulator. Latencies are drawn per node from the distributions
+/// below (seeded, so a run is reproducible) and divided by `speed`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SimProvider {
     /// Seed of every random choice the simulator makes; same seed, same run.
@@ -98,6 +100,85 @@ pub struct SimProvider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.001))]
     pub speed: Option<At<f64>>,
+    /// From launch until the machine runs. Default lognormal, median 45s.
+    #[serde(default = "SimProvider::default_boot_time")]
+    pub boot_time: Distribution,
+    /// From running until healthy. Default 10s.
+    #[serde(default = "SimProvider::default_health_delay")]
+    pub health_delay: Distribution,
+    /// How long draining a node takes. Default 20s.
+    #[serde(default = "SimProvider::default_drain_time")]
+    pub drain_time: Distribution,
+    /// How long terminating a node takes. Default 5s.
+    #[serde(default = "SimProvider::default_terminate_time")]
+    pub terminate_time: Distribution,
+    /// Most live nodes across all pools of this provider; launches beyond it are
+    /// refused as a quota error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<u32>,
+    #[serde(default)]
+    pub failures: SimFailures,
+}
+
+impl SimProvider {
+    fn default_boot_time() -> Distribution {
+        Distribution::Lognormal {
+            median: Duration::secs(45),
+            sigma: 0.3,
+        }
+    }
+    fn default_health_delay() -> Distribution {
+        Distribution::Fixed(Duration::secs(10))
+    }
+    fn default_drain_time() -> Distribution {
+        Distribution::Fixed(Duration::secs(20))
+    }
+    fn default_terminate_time() -> Distribution {
+        Distribution::Fixed(Duration::secs(5))
+    }
+}
+
+impl Default for SimProvider {
+    fn default() -> Self {
+        SimProvider {
+            seed: 0,
+            speed: None,
+            boot_time: SimProvider::default_boot_time(),
+            health_delay: SimProvider::default_health_delay(),
+            drain_time: SimProvider::default_drain_time(),
+            terminate_time: SimProvider::default_terminate_time(),
+            quota: None,
+            failures: SimFailures::default(),
+        }
+    }
+}
+
+/// A latency distribution: `{fixed: 30s}`, `{uniform: {min: 20s, max: 60s}}` or
+/// `{lognormal: {median: 45s, sigma: 0.3}}`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Distribution {
+    Fixed(Duration),
+    Uniform { min: Duration, max: Duration },
+    Lognormal { median: Duration, sigma: f64 },
+}
+
+/// Injected failures, each a probability between 0 and 1.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SimFailures {
+    /// Share of new nodes that never become healthy.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub never_healthy: f64,
+    /// Share of API calls answered with a server error.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub api_errors: f64,
+    /// Share of API calls answered with throttling.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub throttling: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -228,6 +309,10 @@ pub struct NodePoolSpec {
     pub disruption: Disruption,
     #[serde(default)]
     pub lifecycle: Lifecycle,
+    /// Take over a pool that already exists at the provider but that poolwright
+    /// did not create. Without it such a pool is reported and left alone.
+    #[serde(default)]
+    pub adopt: bool,
     /// AWS Auto Scaling group settings (provider `type: aws`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<At<AwsPool>>,
@@ -318,9 +403,6 @@ pub struct AwsPool {
     /// Name of the Auto Scaling group; the pool's name when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_name: Option<String>,
-    /// Take over an existing group that poolwright did not create.
-    #[serde(default)]
-    pub adopt: bool,
     /// Subnets for a group poolwright creates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subnets: Vec<String>,

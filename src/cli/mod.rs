@@ -7,6 +7,10 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::spec::{self, Limits};
+use crate::store::DEFAULT_STATE_DIR;
+
+mod saved;
+mod workflow;
 
 /// Exit codes shared by every command (documented in the README).
 pub mod exit {
@@ -49,6 +53,43 @@ pub enum Command {
         #[arg(long, default_value_t = Limits::default().max_file_bytes, value_name = "BYTES")]
         max_file_size: u64,
     },
+    /// Show what apply would change: a Terraform-style plan
+    ///
+    /// Exit status: 0 success, 1 error; with --detailed-exitcode, 0 no changes,
+    /// 1 error, 2 changes present.
+    Plan {
+        /// Desired-state directory (searched recursively) or single file
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Output format
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+        /// Exit 2 when there are changes, 0 when there are none
+        #[arg(long)]
+        detailed_exitcode: bool,
+        /// Save the plan to FILE for `poolwright apply FILE`
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Make the pools match the desired state (shows the plan and asks first)
+    ///
+    /// TARGET is a desired-state directory, or a plan saved with `plan --out`,
+    /// which is applied only if neither the files nor the pools changed since.
+    Apply {
+        /// Desired-state directory, single file, or saved plan
+        #[arg(default_value = ".")]
+        target: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Do not ask for confirmation (required when standard input is not a terminal)
+        #[arg(long)]
+        auto_approve: bool,
+        /// Append one JSON object per line for every step to FILE
+        #[arg(long, value_name = "FILE")]
+        events: Option<PathBuf>,
+    },
     /// Print the JSON Schema (draft-07) of the desired-state documents
     Schema,
     /// Print a shell completion script
@@ -58,10 +99,43 @@ pub enum Command {
     },
 }
 
+/// Options shared by the commands that observe and act.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// Where poolwright keeps its inventory, lock, journal and simulator fleet
+    #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+    pub state_dir: PathBuf,
+    /// Delete pools poolwright manages that are no longer in the files (unless protected)
+    #[arg(long)]
+    pub prune: bool,
+    /// Never colour the output (NO_COLOR is honoured too)
+    #[arg(long)]
+    pub no_color: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     Text,
     Json,
+}
+
+/// Terraform spells some long options with one dash (`-out`, `-auto-approve`,
+/// `-detailed-exitcode`); accept them so muscle memory works.
+pub fn normalize_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    const TERRAFORM_STYLE: [&str; 3] = ["-out", "-auto-approve", "-detailed-exitcode"];
+    args.into_iter()
+        .map(|a| {
+            let text = a.to_string_lossy();
+            let name = text.split('=').next().unwrap_or_default();
+            if TERRAFORM_STYLE.contains(&name) {
+                format!("-{text}").into()
+            } else {
+                a
+            }
+        })
+        .collect()
 }
 
 /// Run a parsed command; the result is the process exit code.
@@ -78,6 +152,19 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             };
             validate(&dir, output, &limits)
         }
+        Command::Plan {
+            dir,
+            common,
+            output,
+            detailed_exitcode,
+            out,
+        } => workflow::plan(&dir, &common, output, detailed_exitcode, out.as_deref()),
+        Command::Apply {
+            target,
+            common,
+            auto_approve,
+            events,
+        } => workflow::apply(&target, &common, auto_approve, events.as_deref()),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
             Ok(exit::OK)

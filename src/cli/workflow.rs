@@ -1,0 +1,240 @@
+//! `plan` and `apply`: load, observe, plan, show, and (for apply) act.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::saved::SavedPlan;
+use super::{Common, Output, exit};
+use crate::clock::{Clock, SystemClock};
+use crate::plan::render::{Source, Style, render_json, render_text};
+use crate::plan::{self, Observed, Plan, PlanOptions};
+use crate::provider::Providers;
+use crate::reconcile::{ApplyContext, EventSink, apply_plan, observe};
+use crate::spec::{self, Config, Limits};
+use crate::store::{Inventory, StateDir, StateLock};
+
+fn style(common: &Common) -> Style {
+    let no_color = common.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    Style {
+        color: !no_color && std::io::stdout().is_terminal(),
+    }
+}
+
+/// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
+fn load(dir: &Path) -> Option<Config> {
+    let report = spec::load_dir(dir, &Limits::default());
+    for d in &report.diagnostics {
+        eprintln!("{d}");
+    }
+    if report.config.is_none() {
+        eprintln!(
+            "{} is invalid: {} error(s); nothing was changed",
+            dir.display(),
+            report.errors().count()
+        );
+    }
+    report.config
+}
+
+pub(super) fn source_of(dir: &Path) -> Source {
+    Source {
+        dir: dir.display().to_string(),
+        revision: crate::gitrev::revision(dir),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// Everything a plan is computed from.
+pub(super) struct Snapshot {
+    pub config: Config,
+    pub providers: Providers,
+    pub inventory: Inventory,
+    pub observed: Observed,
+}
+
+pub(super) async fn snapshot(
+    config: Config,
+    state: &StateDir,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Snapshot> {
+    let providers = Providers::build(&config, &state.root, clock);
+    let inventory = Inventory::load(&state.inventory())?;
+    let observed = observe(&config, &inventory, &providers).await;
+    Ok(Snapshot {
+        config,
+        providers,
+        inventory,
+        observed,
+    })
+}
+
+fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
+    PlanOptions {
+        prune: common.prune,
+        now: clock.now(),
+        override_disruption: false,
+    }
+}
+
+pub(super) fn plan(
+    dir: &Path,
+    common: &Common,
+    output: Output,
+    detailed_exitcode: bool,
+    out: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let Some(config) = load(dir) else {
+        return Ok(exit::FAILED);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let state = StateDir::new(&common.state_dir);
+    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
+    let opts = options(common, clock.as_ref());
+    let plan = plan::plan(&snap.config, &snap.observed, &snap.inventory, &opts);
+    let source = source_of(dir);
+    match output {
+        Output::Text => print!("{}", render_text(&plan, &source, style(common))),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&render_json(&plan, &source))?
+        ),
+    }
+    if let Some(path) = out {
+        SavedPlan::new(dir, common, &snap, &plan, source, clock.now())?.save(path)?;
+        if output == Output::Text {
+            println!(
+                "\nSaved the plan to {}. Apply exactly it with: poolwright apply {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    let errors = plan.summary().errors;
+    Ok(if errors > 0 {
+        for p in plan
+            .pools
+            .iter()
+            .filter(|p| p.headline == plan::Headline::Error)
+        {
+            eprintln!("error: nodepool.{}: {}", p.pool, p.reason);
+        }
+        exit::FAILED
+    } else if detailed_exitcode && plan.has_changes() {
+        2
+    } else {
+        exit::OK
+    })
+}
+
+fn confirm() -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "refusing to apply without confirmation: standard input is not a terminal; pass --auto-approve"
+        );
+    }
+    print!(
+        "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "
+    );
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}
+
+pub(super) fn apply(
+    target: &Path,
+    common: &Common,
+    auto_approve: bool,
+    events: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let saved = SavedPlan::read_if_plan(target)?;
+    let dir = saved
+        .as_ref()
+        .map_or(target.to_path_buf(), |s| s.dir.clone().into());
+    let common = match &saved {
+        Some(s) => Common {
+            state_dir: s.state_dir.clone().into(),
+            prune: s.prune,
+            no_color: common.no_color,
+        },
+        None => common.clone(),
+    };
+    let state = StateDir::new(&common.state_dir);
+    // Held from before observing until the end, so nothing else acts in between.
+    let _lock = StateLock::acquire(&state.root, "poolwright apply")?;
+    let Some(config) = load(&dir) else {
+        return Ok(exit::FAILED);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let rt = runtime()?;
+    let mut snap = rt.block_on(snapshot(config, &state, clock.clone()))?;
+    let source = source_of(&dir);
+    let plan: Plan = match saved {
+        Some(s) => {
+            s.check_fresh(&snap)?;
+            s.plan
+        }
+        None => plan::plan(
+            &snap.config,
+            &snap.observed,
+            &snap.inventory,
+            &options(&common, clock.as_ref()),
+        ),
+    };
+    print!("{}", render_text(&plan, &source, style(&common)));
+    if let Some(p) = plan
+        .pools
+        .iter()
+        .find(|p| p.headline == plan::Headline::Error)
+    {
+        anyhow::bail!("nodepool.{}: {}; nothing was changed", p.pool, p.reason);
+    }
+    if !plan.has_changes() {
+        return Ok(exit::OK);
+    }
+    if !auto_approve && !confirm()? {
+        println!("\nApply cancelled.");
+        return Ok(exit::FAILED);
+    }
+    let sink = match events {
+        Some(path) => EventSink::to_file(path)?,
+        None => EventSink::none(),
+    };
+    let tty = std::io::stderr().is_terminal();
+    let progress = move |line: &str| {
+        if tty {
+            eprintln!("{line}");
+        }
+    };
+    let inventory_path = state.inventory();
+    let mut ctx = ApplyContext {
+        providers: &snap.providers,
+        inventory: &mut snap.inventory,
+        inventory_path: &inventory_path,
+        events: &sink,
+        clock: clock.as_ref(),
+        progress: &progress,
+    };
+    let outcome = rt.block_on(apply_plan(&plan, &mut ctx));
+    for e in &outcome.errors {
+        eprintln!("error: {e}");
+    }
+    if outcome.is_ok() {
+        println!("\nApply complete: {} step(s) done.", outcome.steps_done);
+        Ok(exit::OK)
+    } else {
+        println!(
+            "\nApply stopped: {} step(s) done, {} pool(s) failed (see the errors above).",
+            outcome.steps_done,
+            outcome.errors.len()
+        );
+        Ok(exit::FAILED)
+    }
+}

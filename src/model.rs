@@ -1,0 +1,293 @@
+//! The vocabulary shared by providers, the planner and the rollout executor:
+//! what a pool should be ([`PoolSpec`]), what a provider reports ([`ObservedPool`],
+//! [`Node`]), and the template hash that tells an outdated node from an updated one.
+//!
+//! These are plain data (no positions, no provider SDK types), so they cross the
+//! HTTP plug-in boundary as JSON unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::spec::types::{NodePoolDoc, TaintEffect};
+
+/// Identifies the disruptive part of a template. A node whose hash differs from
+/// its pool's desired hash is outdated and must be replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TemplateHash(pub u64);
+
+impl fmt::Display for TemplateHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:012x}", self.0 >> 16)
+    }
+}
+
+impl Serialize for TemplateHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:016x}", self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for TemplateHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        u64::from_str_radix(&text, 16)
+            .map(TemplateHash)
+            .map_err(|_| serde::de::Error::custom(format!("invalid template hash {text:?}")))
+    }
+}
+
+/// The part of a node template that needs a node replaced (or reimaged) to change.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTemplate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_template: Option<LaunchTemplate>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plugin: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchTemplate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl NodeTemplate {
+    /// Stable across processes and releases: SHA-256 of the canonical JSON form.
+    pub fn hash(&self) -> TemplateHash {
+        let bytes = serde_json::to_vec(self).expect("a template serializes");
+        let digest = Sha256::digest(&bytes);
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        TemplateHash(u64::from_be_bytes(first))
+    }
+}
+
+/// Attributes applied to running nodes without replacing them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InPlace {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+/// Autoscaler bounds of a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Bounds {
+    pub fn clamp(self, n: u32) -> u32 {
+        n.clamp(self.min, self.max)
+    }
+}
+
+/// Provider-specific settings of a pool that are not part of its template.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolPlacement {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub availability_zones: Vec<String>,
+}
+
+/// What poolwright wants one provider pool to be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSpec {
+    pub name: String,
+    pub size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Bounds>,
+    pub template: NodeTemplate,
+    #[serde(default)]
+    pub in_place: InPlace,
+    #[serde(default)]
+    pub placement: PoolPlacement,
+}
+
+impl PoolSpec {
+    /// The provider-facing form of a validated pool document. `size` is the size
+    /// at creation; planning decides the size to converge to.
+    pub fn from_doc(doc: &NodePoolDoc) -> PoolSpec {
+        let s = &doc.spec.value;
+        let t = &s.template;
+        let autoscaling = s.autoscaling.as_ref().map(|a| Bounds {
+            min: a.min.value.clamp(0, u32::MAX as i64) as u32,
+            max: a.max.value.clamp(0, u32::MAX as i64) as u32,
+        });
+        let size = match (&s.size, autoscaling) {
+            (Some(n), _) => n.value.clamp(0, u32::MAX as i64) as u32,
+            (None, Some(b)) => b.min,
+            (None, None) => 0,
+        };
+        PoolSpec {
+            name: doc.metadata.name.value.clone(),
+            size,
+            autoscaling,
+            template: NodeTemplate {
+                image: t.image.clone(),
+                instance_type: t.instance_type.clone(),
+                kubernetes_version: t.kubernetes_version.clone(),
+                launch_template: t.aws.as_ref().map(|a| LaunchTemplate {
+                    name: a.launch_template.name.clone(),
+                    id: a.launch_template.id.clone(),
+                    version: a.launch_template.version.clone(),
+                }),
+                instance_types: t
+                    .aws
+                    .as_ref()
+                    .map(|a| a.instance_types.clone())
+                    .unwrap_or_default(),
+                plugin: t.plugin.clone(),
+            },
+            in_place: InPlace {
+                labels: t.labels.clone(),
+                annotations: t.annotations.clone(),
+                taints: t
+                    .taints
+                    .iter()
+                    .map(|x| Taint {
+                        key: x.key.clone(),
+                        value: x.value.clone(),
+                        effect: x.effect,
+                    })
+                    .collect(),
+                tags: t.tags.clone(),
+            },
+            placement: s
+                .aws
+                .as_ref()
+                .map(|a| PoolPlacement {
+                    group_name: a.group_name.clone(),
+                    subnets: a.subnets.clone(),
+                    availability_zones: a.availability_zones.clone(),
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Where a node is in its life, as far as replacing it is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeState {
+    /// Requested or booting; not yet healthy.
+    Pending,
+    /// Healthy according to the provider.
+    Healthy,
+    /// Running but failing its health check (or never became healthy).
+    Unhealthy,
+    /// Being terminated; it no longer counts.
+    Terminating,
+}
+
+/// One node as a provider reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    pub id: String,
+    /// Hash of the template the node was launched with (a tag set at launch).
+    pub template: TemplateHash,
+    pub state: NodeState,
+    pub launched_at: jiff::Timestamp,
+    /// Since when the node has been continuously healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<jiff::Timestamp>,
+    /// Unschedulable (cordoned) in Kubernetes, or marked so by the provider.
+    #[serde(default)]
+    pub cordoned: bool,
+}
+
+/// One pool as a provider reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedPool {
+    pub name: String,
+    /// The size the provider currently holds (desired capacity), not the node count.
+    pub size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Bounds>,
+    /// The template new nodes are launched with.
+    pub template: NodeTemplate,
+    #[serde(default)]
+    pub in_place: InPlace,
+    pub nodes: Vec<Node>,
+}
+
+impl ObservedPool {
+    /// Nodes that are not on their way out.
+    pub fn live_nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes
+            .iter()
+            .filter(|n| n.state != NodeState::Terminating)
+    }
+
+    pub fn outdated(&self, desired: TemplateHash) -> usize {
+        self.live_nodes().filter(|n| n.template != desired).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_hash_is_stable_and_sensitive() {
+        let a = NodeTemplate {
+            image: Some("img-1".into()),
+            ..NodeTemplate::default()
+        };
+        let mut b = a.clone();
+        assert_eq!(a.hash(), b.hash());
+        b.image = Some("img-2".into());
+        assert_ne!(a.hash(), b.hash());
+        // Pinned: SHA-256 of {"image":"img-1"}. If this changes, every node of
+        // every user would suddenly look outdated.
+        assert_eq!(a.hash().to_string(), "d805bb993d9c");
+        assert_eq!(
+            serde_json::to_string(&a.hash()).unwrap(),
+            "\"d805bb993d9c9312\""
+        );
+        let json = serde_json::to_string(&a.hash()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<TemplateHash>(&json).unwrap(),
+            a.hash()
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! Planning: (desired, observed, inventory) -> [`Plan`], a pure function, plus
+//! the plan's renderings (Terraform-style text and versioned JSON).
+//!
+//! The plan is data. `apply` executes its steps; `plan -out` saves it with the
+//! digests of what it was computed from, so a stale plan is refused.
+
+mod attributes;
+mod digest;
+mod planner;
+pub mod render;
+
+pub use attributes::{AttrChange, Value};
+pub use digest::{config_digest, observed_digest};
+pub use planner::{Observed, PlanOptions, plan};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateHash};
+use crate::rollout::{Budget, Strategy};
+
+/// Version of the JSON forms (`plan --output json` and saved plans).
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub pools: Vec<PoolPlan>,
+}
+
+/// The headline of a pool's plan, in Terraform's vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Headline {
+    NoOp,
+    Create,
+    Delete,
+    /// Changed in place (size, bounds, labels, tags...).
+    Update,
+    /// Nodes replaced, create-before-terminate (`+/-`).
+    RollCreateFirst,
+    /// Nodes replaced, terminate-before-create (`-/+`).
+    RollTerminateFirst,
+    /// Nothing will be done, and the plan says why.
+    LeftAlone,
+    /// The pool could not be planned (provider unreachable).
+    Error,
+}
+
+/// One step `apply` performs, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum Step {
+    CreatePool {
+        spec: Box<PoolSpec>,
+    },
+    DeletePool,
+    /// Drop a pool that no longer exists from the inventory.
+    Forget,
+    /// Start managing an existing pool.
+    Adopt,
+    SetBounds {
+        to: Option<Bounds>,
+    },
+    Scale {
+        from: u32,
+        to: u32,
+    },
+    UpdateInPlace {
+        to: InPlace,
+    },
+    SetTemplate {
+        to: NodeTemplate,
+    },
+    /// Replace outdated nodes through the rollout executor.
+    Roll {
+        outdated: u32,
+    },
+}
+
+impl Step {
+    /// Disruptive steps are subject to the disruption policy.
+    pub fn is_disruptive(&self) -> bool {
+        matches!(self, Step::Roll { .. } | Step::DeletePool)
+            || matches!(self, Step::Scale { from, to } if to < from)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPlan {
+    pub outdated: u32,
+    pub size: u32,
+    pub strategy: Strategy,
+    pub budget: Budget,
+    /// [size - unavailable, size + surge]
+    pub bounds: (u32, u32),
+    /// outdated / (surge + unavailable), rounded up.
+    pub estimated_waves: u32,
+    pub from_templates: Vec<TemplateHash>,
+    pub to_template: TemplateHash,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    pub reason: String,
+    /// When the disruptive steps may start (next window), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<jiff::Timestamp>,
+    /// The pool's time zone, to show `until` as the operator thinks of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+}
+
+/// Something changed outside poolwright since it last applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    pub attribute: String,
+    pub last_applied: String,
+    pub observed: String,
+    /// Whether the plan reverts it (false when ignoreChanges covers it).
+    pub reverted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolPlan {
+    pub pool: String,
+    pub provider: String,
+    pub headline: Headline,
+    /// Why, in one sentence.
+    pub reason: String,
+    pub attributes: Vec<AttrChange>,
+    /// Steps `apply` will run now (disruptive steps are omitted while blocked).
+    pub steps: Vec<Step>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
+    /// Protected by lifecycle.preventDestroy (recorded in the inventory on apply).
+    #[serde(default)]
+    pub prevent_destroy: bool,
+}
+
+impl PoolPlan {
+    pub fn has_changes(&self) -> bool {
+        !self.steps.is_empty()
+    }
+}
+
+/// Footer counts: `Plan: N to add, N to change, N to destroy, N to roll (M nodes).`
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub add: usize,
+    pub change: usize,
+    pub destroy: usize,
+    pub roll: usize,
+    pub roll_nodes: u64,
+    pub blocked: usize,
+    pub errors: usize,
+}
+
+impl Plan {
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for p in &self.pools {
+            for step in &p.steps {
+                match step {
+                    Step::CreatePool { .. } => s.add += 1,
+                    Step::DeletePool => s.destroy += 1,
+                    Step::Roll { outdated } => {
+                        s.roll += 1;
+                        s.roll_nodes += *outdated as u64;
+                    }
+                    _ => {}
+                }
+            }
+            // A template change counts as a change of its own only when no roll
+            // carries it out now (blocked: only future nodes get it).
+            let rolls = p.steps.iter().any(|st| matches!(st, Step::Roll { .. }));
+            if p.steps.iter().any(|st| match st {
+                Step::SetBounds { .. }
+                | Step::Scale { .. }
+                | Step::UpdateInPlace { .. }
+                | Step::Adopt => true,
+                Step::SetTemplate { .. } => !rolls,
+                _ => false,
+            }) {
+                s.change += 1;
+            }
+            if p.blocked.is_some() {
+                s.blocked += 1;
+            }
+            if p.headline == Headline::Error {
+                s.errors += 1;
+            }
+        }
+        s
+    }
+
+    pub fn has_changes(&self) -> bool {
+        self.pools.iter().any(PoolPlan::has_changes)
+    }
+}

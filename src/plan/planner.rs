@@ -1,0 +1,425 @@
+//! The planner: a pure function of the desired state, what providers reported,
+//! the inventory and an instant. No I/O, no clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+
+use super::attributes::{attributes, diff};
+use super::{Blocked, Drift, Headline, Plan, PoolPlan, RolloutPlan, Step};
+use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
+use crate::policy::{self, Gate};
+use crate::rollout::{Budget, Strategy};
+use crate::spec::Config;
+use crate::spec::types::{IgnoredAttribute, NodePoolDoc};
+use crate::store::{Inventory, InventoryEntry};
+
+/// What the providers reported.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// Pools that exist, by name.
+    pub pools: BTreeMap<String, ObservedPool>,
+    /// Providers that could not be asked, with the error.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Delete managed, unprotected pools that are no longer in the files.
+    pub prune: bool,
+    pub now: Timestamp,
+    /// Emergency override of disruption policies (recorded by the caller).
+    pub override_disruption: bool,
+}
+
+pub fn plan(
+    config: &Config,
+    observed: &Observed,
+    inventory: &Inventory,
+    opts: &PlanOptions,
+) -> Plan {
+    let mut pools: Vec<PoolPlan> = config
+        .pools
+        .values()
+        .map(|e| {
+            plan_pool(
+                &e.doc,
+                observed,
+                inventory.pools.get(e.doc.metadata.name.as_str()),
+                opts,
+            )
+        })
+        .collect();
+    for (name, entry) in &inventory.pools {
+        if !config.pools.contains_key(name) {
+            pools.push(plan_missing(name, entry, config, observed, opts));
+        }
+    }
+    pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    Plan { pools }
+}
+
+fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String>) -> PoolPlan {
+    PoolPlan {
+        pool: pool.to_string(),
+        provider: provider.to_string(),
+        headline,
+        reason: reason.into(),
+        attributes: Vec::new(),
+        steps: Vec::new(),
+        rollout: None,
+        blocked: None,
+        drift: Vec::new(),
+        prevent_destroy: false,
+    }
+}
+
+/// A managed pool that is not in the files: deleted only when pruning is on,
+/// its provider is still known, and it is not protected.
+fn plan_missing(
+    name: &str,
+    entry: &InventoryEntry,
+    config: &Config,
+    observed: &Observed,
+    opts: &PlanOptions,
+) -> PoolPlan {
+    let provider = entry.provider.as_str();
+    let left = |reason: String| base(name, provider, Headline::LeftAlone, reason);
+    if !config.providers.contains_key(provider) {
+        return left(format!(
+            "not in the files, and its provider {provider:?} is not either; left alone"
+        ));
+    }
+    if let Some(err) = observed.unreachable.get(provider) {
+        return base(
+            name,
+            provider,
+            Headline::Error,
+            format!("provider {provider:?} could not be observed: {err}"),
+        );
+    }
+    let Some(obs) = observed.pools.get(name) else {
+        let mut p = base(
+            name,
+            provider,
+            Headline::NoOp,
+            "no longer exists at the provider; forgotten from the inventory",
+        );
+        p.steps.push(Step::Forget);
+        return p;
+    };
+    if entry.prevent_destroy {
+        return left(
+            "not in the files, but protected by lifecycle.preventDestroy; left alone".into(),
+        );
+    }
+    if !opts.prune {
+        return left(
+            "not in the files; pruning is disabled (plan/apply --prune deletes it); left alone"
+                .into(),
+        );
+    }
+    let mut p = base(
+        name,
+        provider,
+        Headline::Delete,
+        "not in the files, and pruning is enabled",
+    );
+    p.attributes = diff(
+        Some(attributes(
+            Some(obs.size),
+            obs.autoscaling,
+            &obs.template,
+            &obs.in_place,
+        )),
+        None,
+    );
+    p.steps.push(Step::DeletePool);
+    p
+}
+
+/// The desired template and in-place attributes, with ignored attributes taken
+/// from what is observed (so ignoring them never causes a change).
+fn effective(
+    doc: &NodePoolDoc,
+    spec: &PoolSpec,
+    observed: Option<&ObservedPool>,
+) -> (NodeTemplate, InPlace) {
+    let mut t = spec.template.clone();
+    let mut ip = spec.in_place.clone();
+    if let Some(o) = observed {
+        for attr in &doc.spec.lifecycle.ignore_changes {
+            match attr {
+                IgnoredAttribute::Image => t.image = o.template.image.clone(),
+                IgnoredAttribute::InstanceType => {
+                    t.instance_type = o.template.instance_type.clone()
+                }
+                IgnoredAttribute::KubernetesVersion => {
+                    t.kubernetes_version = o.template.kubernetes_version.clone()
+                }
+                IgnoredAttribute::Labels => ip.labels = o.in_place.labels.clone(),
+                IgnoredAttribute::Annotations => ip.annotations = o.in_place.annotations.clone(),
+                IgnoredAttribute::Taints => ip.taints = o.in_place.taints.clone(),
+                IgnoredAttribute::Tags => ip.tags = o.in_place.tags.clone(),
+                IgnoredAttribute::Size => {}
+            }
+        }
+    }
+    (t, ip)
+}
+
+fn plan_pool(
+    doc: &NodePoolDoc,
+    observed: &Observed,
+    entry: Option<&InventoryEntry>,
+    opts: &PlanOptions,
+) -> PoolPlan {
+    let name = doc.metadata.name.as_str();
+    let provider = doc.spec.provider_ref.as_str();
+    let spec = PoolSpec::from_doc(doc);
+    let ignores = |a: IgnoredAttribute| doc.spec.lifecycle.ignore_changes.contains(&a);
+    if let Some(err) = observed.unreachable.get(provider) {
+        return base(
+            name,
+            provider,
+            Headline::Error,
+            format!("provider {provider:?} could not be observed: {err}"),
+        );
+    }
+    if let Some(e) = entry
+        && e.provider != provider
+    {
+        return base(
+            name,
+            provider,
+            Headline::LeftAlone,
+            format!(
+                "providerRef changed from {:?} to {provider:?}: poolwright does not move pools between providers; \
+                 create a pool with a new name instead",
+                e.provider
+            ),
+        );
+    }
+    let mut p = base(name, provider, Headline::NoOp, "matches the desired state");
+    p.prevent_destroy = doc.spec.lifecycle.prevent_destroy;
+
+    let Some(obs) = observed.pools.get(name) else {
+        p.headline = Headline::Create;
+        p.reason = match entry {
+            Some(_) => "was deleted outside poolwright; it will be created again".into(),
+            None => "does not exist yet".into(),
+        };
+        if let Some(e) = entry
+            && let Some(last) = &e.last_applied
+        {
+            p.drift.push(Drift {
+                attribute: "pool".into(),
+                last_applied: format!("{} nodes", last.size),
+                observed: "deleted".into(),
+                reverted: true,
+            });
+        }
+        p.attributes = diff(
+            None,
+            Some(attributes(
+                Some(spec.size),
+                spec.autoscaling,
+                &spec.template,
+                &spec.in_place,
+            )),
+        );
+        p.steps.push(Step::CreatePool {
+            spec: Box::new(spec),
+        });
+        return p;
+    };
+
+    if entry.is_none() {
+        if !doc.spec.adopt {
+            p.headline = Headline::LeftAlone;
+            p.reason = format!(
+                "exists at provider {provider:?} but was not created by poolwright; set spec.adopt: true to manage it"
+            );
+            return p;
+        }
+        p.steps.push(Step::Adopt);
+    }
+
+    let (template, in_place) = effective(doc, &spec, Some(obs));
+    let hash = template.hash();
+    // The autoscaler owns the size within the bounds; ignoreChanges: [size] leaves it as is.
+    let target = match (
+        spec.autoscaling,
+        ignores(IgnoredAttribute::Size),
+        doc.spec.size.is_some(),
+    ) {
+        (Some(b), _, _) => b.clamp(obs.size),
+        (None, true, _) => obs.size,
+        (None, false, _) => spec.size,
+    };
+
+    p.attributes = diff(
+        Some(attributes(
+            Some(obs.size),
+            obs.autoscaling,
+            &obs.template,
+            &obs.in_place,
+        )),
+        Some(attributes(
+            Some(target),
+            spec.autoscaling,
+            &template,
+            &in_place,
+        )),
+    );
+    if let Some(last) = entry.and_then(|e| e.last_applied.as_ref()) {
+        p.drift = drift(last, obs, doc, &spec);
+    }
+
+    if obs.autoscaling != spec.autoscaling {
+        p.steps.push(Step::SetBounds {
+            to: spec.autoscaling,
+        });
+    }
+    // New nodes (scale-up, replacements) must launch on the new template.
+    if obs.template.hash() != hash {
+        p.steps.push(Step::SetTemplate {
+            to: template.clone(),
+        });
+    }
+    if obs.size != target {
+        p.steps.push(Step::Scale {
+            from: obs.size,
+            to: target,
+        });
+    }
+    if obs.in_place != in_place {
+        p.steps.push(Step::UpdateInPlace { to: in_place });
+    }
+    let outdated = obs.outdated(hash) as u32;
+    if outdated > 0 {
+        let budget = Budget::resolve(&doc.spec.rollout, target);
+        let mut from: Vec<TemplateHash> = obs
+            .live_nodes()
+            .map(|n| n.template)
+            .filter(|t| *t != hash)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        from.dedup();
+        p.rollout = Some(RolloutPlan {
+            outdated,
+            size: target,
+            strategy: budget.strategy(),
+            budget,
+            bounds: budget.bounds(target),
+            estimated_waves: outdated.div_ceil(budget.concurrency().max(1)),
+            from_templates: from,
+            to_template: hash,
+        });
+        p.steps.push(Step::Roll { outdated });
+    }
+
+    // Disruptive steps wait for the disruption policy; the others go ahead.
+    if p.steps.iter().any(Step::is_disruptive)
+        && !opts.override_disruption
+        && let Gate::Closed { reason, opens } = policy::gate(&doc.spec.disruption, opts.now)
+    {
+        let tz = doc
+            .spec
+            .disruption
+            .windows
+            .first()
+            .map(|w| w.timezone.value.clone());
+        p.blocked = Some(Blocked {
+            reason: format!("blocked by {reason}"),
+            until: opens,
+            timezone: tz,
+        });
+        p.steps.retain(|s| !s.is_disruptive());
+    }
+
+    let rolls = p.rollout.is_some();
+    let updates = p
+        .steps
+        .iter()
+        .any(|s| !matches!(s, Step::Roll { .. } | Step::SetTemplate { .. }));
+    p.headline = match (rolls, p.rollout.as_ref().map(|r| r.strategy)) {
+        (true, Some(Strategy::TerminateBeforeCreate)) => Headline::RollTerminateFirst,
+        (true, _) => Headline::RollCreateFirst,
+        (false, _) if updates || !p.steps.is_empty() => Headline::Update,
+        _ => Headline::NoOp,
+    };
+    p.reason = match (&p.rollout, updates) {
+        (Some(r), _) => format!(
+            "{} of {} nodes run an outdated template",
+            r.outdated,
+            obs.live_nodes().count()
+        ),
+        (None, true) => "attributes differ from the desired state".into(),
+        (None, false) => "matches the desired state".into(),
+    };
+    p
+}
+
+/// What changed outside poolwright since it last applied.
+fn drift(
+    last: &crate::store::AppliedState,
+    obs: &ObservedPool,
+    doc: &NodePoolDoc,
+    spec: &PoolSpec,
+) -> Vec<Drift> {
+    let ignores = |a: IgnoredAttribute| doc.spec.lifecycle.ignore_changes.contains(&a);
+    let mut out = Vec::new();
+    if last.size != obs.size && spec.autoscaling.is_none() {
+        out.push(Drift {
+            attribute: "size".into(),
+            last_applied: last.size.to_string(),
+            observed: obs.size.to_string(),
+            reverted: !ignores(IgnoredAttribute::Size),
+        });
+    }
+    if last.template != obs.template.hash() {
+        out.push(Drift {
+            attribute: "template".into(),
+            last_applied: last.template.to_string(),
+            observed: obs.template.hash().to_string(),
+            reverted: true,
+        });
+    }
+    if last.in_place != obs.in_place {
+        let fields = [
+            (
+                "labels",
+                last.in_place.labels != obs.in_place.labels,
+                IgnoredAttribute::Labels,
+            ),
+            (
+                "annotations",
+                last.in_place.annotations != obs.in_place.annotations,
+                IgnoredAttribute::Annotations,
+            ),
+            (
+                "taints",
+                last.in_place.taints != obs.in_place.taints,
+                IgnoredAttribute::Taints,
+            ),
+            (
+                "tags",
+                last.in_place.tags != obs.in_place.tags,
+                IgnoredAttribute::Tags,
+            ),
+        ];
+        for (name, changed, attr) in fields {
+            if changed {
+                out.push(Drift {
+                    attribute: name.into(),
+                    last_applied: "as last applied".into(),
+                    observed: "changed".into(),
+                    reverted: !ignores(attr),
+                });
+            }
+        }
+    }
+    out
+}

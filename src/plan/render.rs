@@ -1,0 +1,440 @@
+//! Rendering a plan: Terraform-style text for people reviewing a change, and a
+//! versioned JSON document for machines.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::{AttrChange, FORMAT_VERSION, Headline, Plan, PoolPlan, Summary, Value};
+
+/// Where the desired state came from (shown in every plan).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    pub dir: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revision {
+    /// Branch name, or `HEAD` when detached.
+    pub branch: String,
+    pub commit: String,
+    pub subject: String,
+    pub dirty: bool,
+}
+
+impl Revision {
+    pub fn short(&self) -> String {
+        let sha: String = self.commit.chars().take(7).collect();
+        format!(
+            "{}@{sha}{}",
+            self.branch,
+            if self.dirty { " (dirty)" } else { "" }
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn green(self, t: &str) -> String {
+        self.paint("32", t)
+    }
+    fn red(self, t: &str) -> String {
+        self.paint("31", t)
+    }
+    fn yellow(self, t: &str) -> String {
+        self.paint("33", t)
+    }
+    fn bold(self, t: &str) -> String {
+        self.paint("1", t)
+    }
+}
+
+fn quote(v: &str) -> String {
+    format!("{v:?}")
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        Value::Scalar(s) => quote(s),
+        Value::List(l) => format!(
+            "[{}]",
+            l.iter().map(|x| quote(x)).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Map(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn symbol(style: Style, h: Headline) -> String {
+    match h {
+        Headline::Create => style.green("  +"),
+        Headline::Delete => style.red("  -"),
+        Headline::Update => style.yellow("  ~"),
+        Headline::RollCreateFirst => format!("{}{}", style.green("+"), style.red("/-")),
+        Headline::RollTerminateFirst => format!("{}{}", style.red("-/"), style.green("+")),
+        _ => "   ".into(),
+    }
+}
+
+fn headline_text(p: &PoolPlan) -> String {
+    let who = format!("nodepool.{}", p.pool);
+    match p.headline {
+        Headline::Create => format!("# {who} will be created"),
+        Headline::Delete => format!("# {who} will be destroyed ({})", p.reason),
+        Headline::Update => format!("# {who} will be updated in place"),
+        Headline::RollCreateFirst | Headline::RollTerminateFirst => {
+            let n = p.rollout.as_ref().map_or(0, |r| r.outdated);
+            if p.blocked.is_some() {
+                format!(
+                    "# {who} has {n} node(s) to roll, but the roll is blocked: {}",
+                    p.reason
+                )
+            } else {
+                format!("# {who} will roll {n} node(s): {}", p.reason)
+            }
+        }
+        Headline::NoOp => format!("# {who}: {}", p.reason),
+        Headline::LeftAlone => format!("# {who}: {}", p.reason),
+        Headline::Error => format!("# {who}: error: {}", p.reason),
+    }
+}
+
+fn render_map_change(
+    out: &mut String,
+    style: Style,
+    indent: &str,
+    name: &str,
+    before: &Value,
+    after: &Value,
+) {
+    let (Value::Map(b), Value::Map(a)) = (before, after) else {
+        let _ = writeln!(
+            out,
+            "{indent}{} {name} = {} -> {}",
+            style.yellow("~"),
+            show(before),
+            show(after)
+        );
+        return;
+    };
+    let _ = writeln!(out, "{indent}{} {name} = {{", style.yellow("~"));
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    let width = keys.iter().map(|k| quote(k).len()).max().unwrap_or(0);
+    for k in keys {
+        let qk = format!("{:width$}", quote(k));
+        match (b.get(k), a.get(k)) {
+            (None, Some(v)) => {
+                let _ = writeln!(out, "{indent}    {} {qk} = {}", style.green("+"), quote(v));
+            }
+            (Some(v), None) => {
+                let _ = writeln!(
+                    out,
+                    "{indent}    {} {qk} = {} -> null",
+                    style.red("-"),
+                    quote(v)
+                );
+            }
+            (Some(x), Some(y)) if x != y => {
+                let _ = writeln!(
+                    out,
+                    "{indent}    {} {qk} = {} -> {}",
+                    style.yellow("~"),
+                    quote(x),
+                    quote(y)
+                );
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(out, "{indent}  }}");
+}
+
+fn render_attributes(out: &mut String, style: Style, attrs: &[AttrChange]) {
+    let indent = "      ";
+    let shown: Vec<&AttrChange> = attrs.iter().filter(|a| a.is_changed()).collect();
+    let width = shown.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    for a in &shown {
+        let name = format!("{:width$}", a.name);
+        match (&a.before, &a.after) {
+            (None, Some(v)) => {
+                let _ = writeln!(out, "{indent}{} {name} = {}", style.green("+"), show(v));
+            }
+            (Some(v), None) => {
+                let _ = writeln!(
+                    out,
+                    "{indent}{} {name} = {} -> null",
+                    style.red("-"),
+                    show(v)
+                );
+            }
+            (Some(b), Some(v)) if matches!(b, Value::Map(_)) => {
+                render_map_change(out, style, indent, &name, b, v);
+            }
+            (Some(b), Some(v)) => {
+                let forces = if a.forces_replacement {
+                    format!(" {}", style.red("# forces replacement"))
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    out,
+                    "{indent}{} {name} = {} -> {}{forces}",
+                    style.yellow("~"),
+                    show(b),
+                    show(v)
+                );
+            }
+            (None, None) => {}
+        }
+    }
+    let hidden = attrs.len() - shown.len();
+    if hidden > 0 {
+        let _ = writeln!(
+            out,
+            "{indent}  # ({hidden} unchanged attribute{} hidden)",
+            if hidden == 1 { "" } else { "s" }
+        );
+    }
+}
+
+fn format_until(until: jiff::Timestamp, tz: Option<&str>) -> String {
+    let utc = until.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    match tz.and_then(|t| jiff::tz::TimeZone::get(t).ok().map(|z| (t, z))) {
+        Some((name, zone)) if name != "UTC" => {
+            let local = until
+                .to_zoned_datetime(zone)
+                .strftime("%Y-%m-%d %H:%M %Z")
+                .to_string();
+            format!("{local} ({name}), {utc}")
+        }
+        _ => utc,
+    }
+}
+
+/// The text a reviewer reads.
+pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
+    let mut out = String::new();
+    let rev = source
+        .revision
+        .as_ref()
+        .map(|r| format!(" at {}", r.short()))
+        .unwrap_or_default();
+    let _ = writeln!(out, "Desired state: {}{rev}", source.dir);
+    if let Some(r) = &source.revision {
+        let _ = writeln!(out, "Commit: {}", r.subject);
+    }
+    let _ = writeln!(out);
+
+    let drifted: Vec<&PoolPlan> = plan.pools.iter().filter(|p| !p.drift.is_empty()).collect();
+    if !drifted.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.bold("Note: objects have changed outside of poolwright")
+        );
+        for p in drifted {
+            for d in &p.drift {
+                let fate = if d.reverted {
+                    "the plan reverts it"
+                } else {
+                    "left as is: lifecycle.ignoreChanges"
+                };
+                let _ = writeln!(
+                    out,
+                    "  # nodepool.{}: {} changed outside poolwright: {} -> {} ({fate})",
+                    p.pool, d.attribute, d.last_applied, d.observed
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    let acting: Vec<&PoolPlan> = plan
+        .pools
+        .iter()
+        .filter(|p| {
+            p.has_changes()
+                || p.blocked.is_some()
+                || matches!(p.headline, Headline::LeftAlone | Headline::Error)
+        })
+        .collect();
+    if acting
+        .iter()
+        .any(|p| p.has_changes() || p.blocked.is_some())
+    {
+        let _ = writeln!(out, "poolwright will perform the following actions:\n");
+    }
+    for p in &acting {
+        let _ = writeln!(out, "  {}", style.bold(&headline_text(p)));
+        if matches!(
+            p.headline,
+            Headline::LeftAlone | Headline::Error | Headline::NoOp
+        ) && p.blocked.is_none()
+        {
+            let _ = writeln!(out);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{} nodepool {:?} {{",
+            symbol(style, p.headline),
+            p.pool
+        );
+        render_attributes(&mut out, style, &p.attributes);
+        let _ = writeln!(out, "    }}");
+        if let Some(r) = &p.rollout {
+            let _ = writeln!(
+                out,
+                "    rollout: {}, surge {}, unavailable {}, bounds [{}, {}], {} node(s) in ~{} wave(s)",
+                r.strategy.as_str(),
+                r.budget.surge,
+                r.budget.unavailable,
+                r.bounds.0,
+                r.bounds.1,
+                r.outdated,
+                r.estimated_waves
+            );
+        }
+        if let Some(b) = &p.blocked {
+            let until = match b.until {
+                Some(t) => format!(" until {}", format_until(t, b.timezone.as_deref())),
+                None => " until the policy changes".into(),
+            };
+            let _ = writeln!(
+                out,
+                "    {}",
+                style.yellow(&format!(
+                    "{}{until}; disruptive steps wait, the others proceed",
+                    b.reason
+                ))
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    let s = plan.summary();
+    if s.errors > 0 {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.red(&format!(
+                "Plan incomplete: {} pool(s) could not be planned (see the errors above). {}",
+                s.errors,
+                footer(&s)
+            ))
+        );
+    } else if !plan.has_changes() && s.blocked == 0 {
+        let _ = writeln!(out, "No changes. The pools match the desired state.");
+    } else {
+        let _ = writeln!(out, "{}", style.bold(&footer(&s)));
+    }
+    out
+}
+
+pub fn footer(s: &Summary) -> String {
+    let mut text = format!(
+        "Plan: {} to add, {} to change, {} to destroy, {} to roll ({} node{}).",
+        s.add,
+        s.change,
+        s.destroy,
+        s.roll,
+        s.roll_nodes,
+        if s.roll_nodes == 1 { "" } else { "s" }
+    );
+    if s.blocked > 0 {
+        let _ = write!(text, " {} pool(s) blocked by disruption policy.", s.blocked);
+    }
+    text
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonPlan<'a> {
+    format_version: u32,
+    source: &'a Source,
+    summary: Summary,
+    pools: Vec<JsonPool<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonPool<'a> {
+    name: &'a str,
+    provider: &'a str,
+    /// Terraform's vocabulary: ["no-op"], ["create"], ["delete"], ["update"],
+    /// ["create", "delete"] (create-before-destroy), ["delete", "create"].
+    actions: Vec<&'static str>,
+    reason: &'a str,
+    before: serde_json::Map<String, serde_json::Value>,
+    after: serde_json::Map<String, serde_json::Value>,
+    rollout: &'a Option<super::RolloutPlan>,
+    blocked: &'a Option<super::Blocked>,
+    drift: &'a [super::Drift],
+    steps: &'a [super::Step],
+}
+
+/// The versioned JSON form of a plan.
+pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
+    let pools = plan
+        .pools
+        .iter()
+        .map(|p| {
+            let actions = match p.headline {
+                Headline::Create => vec!["create"],
+                Headline::Delete => vec!["delete"],
+                Headline::Update => vec!["update"],
+                Headline::RollCreateFirst => vec!["create", "delete"],
+                Headline::RollTerminateFirst => vec!["delete", "create"],
+                Headline::NoOp | Headline::LeftAlone | Headline::Error => vec!["no-op"],
+            };
+            let side = |f: fn(&AttrChange) -> &Option<Value>| {
+                p.attributes
+                    .iter()
+                    .filter_map(|a| {
+                        Some((a.name.clone(), serde_json::to_value(f(a).as_ref()?).ok()?))
+                    })
+                    .collect()
+            };
+            JsonPool {
+                name: &p.pool,
+                provider: &p.provider,
+                actions,
+                reason: &p.reason,
+                before: side(|a| &a.before),
+                after: side(|a| &a.after),
+                rollout: &p.rollout,
+                blocked: &p.blocked,
+                drift: &p.drift,
+                steps: &p.steps,
+            }
+        })
+        .collect();
+    serde_json::to_value(JsonPlan {
+        format_version: FORMAT_VERSION,
+        source,
+        summary: plan.summary(),
+        pools,
+    })
+    .expect("a plan serializes")
+}

@@ -1,0 +1,168 @@
+//! Disruption policy: may a disruptive step (drain, terminate, reimage, scale-down)
+//! START now? Pure functions of the policy and an instant; time-zone and DST
+//! correct through jiff.
+//!
+//! A weekly window opens on each of its `days` at `start` local time in its
+//! `timezone` and stays open for `duration` of elapsed time (so a 4h window over
+//! a DST change is still 4 real hours). A local start time that does not exist
+//! (spring forward) opens at the first instant after the gap; one that exists
+//! twice (fall back) opens at the first of them.
+
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp, ToSpan};
+
+use crate::spec::types::{Disruption, DisruptionPolicy, Window};
+
+/// The answer for one instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Disruptive steps may start; `closes` is when the current window ends (if any).
+    Open { closes: Option<Timestamp> },
+    /// They may not; `opens` is the next window start (None: not until the policy changes).
+    Closed {
+        reason: String,
+        opens: Option<Timestamp>,
+    },
+}
+
+impl Gate {
+    pub fn is_open(&self) -> bool {
+        matches!(self, Gate::Open { .. })
+    }
+}
+
+pub fn gate(d: &Disruption, now: Timestamp) -> Gate {
+    match d.policy.value {
+        DisruptionPolicy::Allow => Gate::Open { closes: None },
+        DisruptionPolicy::Block => Gate::Closed {
+            reason: "disruption policy Block".into(),
+            opens: None,
+        },
+        DisruptionPolicy::AllowDuringMaintenanceWindow => {
+            let windows: Vec<&Window> = d.windows.iter().map(|w| &w.value).collect();
+            match current_window_end(&windows, now) {
+                Some(end) => Gate::Open { closes: Some(end) },
+                None => Gate::Closed {
+                    reason: "disruption policy AllowDuringMaintenanceWindow (outside every window)"
+                        .into(),
+                    opens: next_window_start(&windows, now),
+                },
+            }
+        }
+    }
+}
+
+fn tz_of(w: &Window) -> TimeZone {
+    // Validation rejects unknown zones; UTC keeps this total all the same.
+    TimeZone::get(w.timezone.as_str()).unwrap_or(TimeZone::UTC)
+}
+
+/// Starts of `w`'s occurrences on local dates `from..=to`.
+fn starts(w: &Window, tz: &TimeZone, from: Date, to: Date) -> impl Iterator<Item = Timestamp> {
+    let days: Vec<jiff::civil::Weekday> = w.days.iter().map(|d| d.to_jiff()).collect();
+    let time = w.start.0;
+    let tz = tz.clone();
+    from.series(1.day())
+        .take_while(move |d| *d <= to)
+        .filter(move |d| days.contains(&d.weekday()))
+        .filter_map(move |d| {
+            tz.to_ambiguous_zoned_datetime(d.to_datetime(time))
+                .compatible()
+                .ok()
+        })
+        .map(|z| z.timestamp())
+}
+
+fn duration_of(w: &Window) -> SignedDuration {
+    SignedDuration::try_from(w.duration.value.as_std()).unwrap_or(SignedDuration::ZERO)
+}
+
+/// The end of the latest-ending window that contains `now`, if any.
+pub fn current_window_end(windows: &[&Window], now: Timestamp) -> Option<Timestamp> {
+    windows
+        .iter()
+        .filter_map(|w| {
+            let tz = tz_of(w);
+            let today = now.to_zoned_datetime(tz.clone()).date();
+            // Windows last at most 7 days, so one that contains now started within 8 local days.
+            let from = today.checked_sub(8.days()).ok()?;
+            let len = duration_of(w);
+            starts(w, &tz, from, today)
+                .filter_map(|s| Some((s, s.checked_add(len).ok()?)))
+                .filter(|(s, e)| *s <= now && now < *e)
+                .map(|(_, e)| e)
+                .max()
+        })
+        .max()
+}
+
+/// The first window start strictly after `now`.
+pub fn next_window_start(windows: &[&Window], now: Timestamp) -> Option<Timestamp> {
+    windows
+        .iter()
+        .filter_map(|w| {
+            let tz = tz_of(w);
+            let today = now.to_zoned_datetime(tz.clone()).date();
+            let to = today.checked_add(8.days()).ok()?;
+            starts(w, &tz, today.checked_sub(1.day()).ok()?, to).find(|s| *s > now)
+        })
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::located::At;
+    use crate::spec::values::{Duration, TimeOfDay, Weekday};
+
+    fn window(days: &[Weekday], start: &str, hours: u64, tz: &str) -> Window {
+        Window {
+            days: At::bare(days.to_vec()),
+            start: TimeOfDay::parse(start).unwrap(),
+            duration: At::bare(Duration::secs(hours * 3600)),
+            timezone: At::bare(tz.to_string()),
+        }
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn weekend_window_in_berlin() {
+        let w = window(&[Weekday::Sat, Weekday::Sun], "02:00", 4, "Europe/Berlin");
+        // Saturday 2026-12-05 02:00 CET is 01:00 UTC.
+        assert_eq!(
+            current_window_end(&[&w], ts("2026-12-05T01:30:00Z")),
+            Some(ts("2026-12-05T05:00:00Z"))
+        );
+        assert_eq!(current_window_end(&[&w], ts("2026-12-05T05:00:00Z")), None);
+        assert_eq!(
+            next_window_start(&[&w], ts("2026-12-02T12:00:00Z")),
+            Some(ts("2026-12-05T01:00:00Z"))
+        );
+        assert_eq!(
+            next_window_start(&[&w], ts("2026-12-05T02:00:00Z")),
+            Some(ts("2026-12-06T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn window_crossing_midnight_and_the_week_boundary() {
+        let w = window(&[Weekday::Sun], "22:00", 6, "UTC");
+        // Sunday 22:00 to Monday 04:00.
+        assert!(current_window_end(&[&w], ts("2026-12-07T03:59:00Z")).is_some());
+        assert!(current_window_end(&[&w], ts("2026-12-07T04:00:00Z")).is_none());
+    }
+
+    #[test]
+    fn spring_forward_gap_opens_after_the_gap() {
+        // 2026-03-29: Europe/Berlin skips 02:00-03:00.
+        let w = window(&[Weekday::Sun], "02:30", 1, "Europe/Berlin");
+        assert_eq!(
+            next_window_start(&[&w], ts("2026-03-28T00:00:00Z")),
+            Some(ts("2026-03-29T01:30:00Z"))
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! Providers: the backends that own node pools. They expose small primitives
+//! (describe, create n, terminate one, ...) and never roll nodes themselves: every
+//! replacement goes through the one rollout executor.
+
+pub mod registry;
+pub mod sim;
+
+pub use registry::Providers;
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec};
+
+/// What a provider can do beyond the required primitives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Can reimage a node in place (terminate-before-create without a new machine).
+    pub reimage: bool,
+    /// Most pools one `describe_pools` call should be asked for.
+    pub describe_batch: usize,
+}
+
+/// A provider call that failed, with the call and the provider's answer, so the
+/// message is actionable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderError {
+    /// The provider call, e.g. `CreateNodes(web, 2)`.
+    pub call: String,
+    pub kind: ErrorKind,
+    /// The provider's own words.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The pool or node does not exist.
+    NotFound,
+    /// Capacity or quota refused; retrying soon will not help by itself.
+    Quota,
+    /// Rate limited; retry with backoff.
+    Throttled,
+    /// A server-side failure; retry with backoff.
+    Unavailable,
+    /// The request is wrong (bad template, permission); retrying will not help.
+    Rejected,
+    /// The provider does not offer this primitive.
+    Unsupported,
+}
+
+impl ProviderError {
+    pub fn new(call: impl Into<String>, kind: ErrorKind, message: impl Into<String>) -> Self {
+        ProviderError {
+            call: call.into(),
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Worth retrying after a backoff.
+    pub fn is_transient(&self) -> bool {
+        matches!(self.kind, ErrorKind::Throttled | ErrorKind::Unavailable)
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            ErrorKind::NotFound => "not found",
+            ErrorKind::Quota => "quota or capacity refused",
+            ErrorKind::Throttled => "throttled",
+            ErrorKind::Unavailable => "service unavailable",
+            ErrorKind::Rejected => "rejected",
+            ErrorKind::Unsupported => "not supported by this provider",
+        };
+        write!(f, "{} failed: {kind}: {}", self.call, self.message)
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+pub type Result<T> = std::result::Result<T, ProviderError>;
+
+/// The primitives every backend offers. Calls are idempotent where the provider
+/// allows it; the executor's journal makes the rest safe to resume.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider document's name (for messages).
+    fn name(&self) -> &str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Describe many pools in as few calls as the backend allows. Pools that do
+    /// not exist are absent from the answer.
+    async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>>;
+
+    /// Create a pool at `spec.size`, tagged as managed by poolwright.
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<()>;
+
+    /// Delete a pool and its nodes.
+    async fn delete_pool(&self, pool: &str) -> Result<()>;
+
+    /// Set the size the provider holds; growing launches nodes on the current
+    /// template, shrinking lets the provider choose victims (prefer
+    /// `terminate_node` when the choice matters).
+    async fn set_size(&self, pool: &str, size: u32) -> Result<()>;
+
+    /// Set the template future nodes launch with (does not touch running nodes).
+    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()>;
+
+    /// Launch `count` more nodes on the current template, raising the size.
+    /// Returns the new node ids.
+    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>>;
+
+    /// Terminate one node. With `decrement`, the size drops by one too
+    /// (otherwise the provider replaces it).
+    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()>;
+
+    /// Apply labels, annotations, taints and tags to the pool and its nodes.
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()>;
+
+    /// Set autoscaler bounds.
+    async fn set_bounds(&self, pool: &str, bounds: Option<crate::model::Bounds>) -> Result<()>;
+
+    /// Reimage one node onto the current template (only with `capabilities().reimage`).
+    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
+        let _ = node;
+        Err(ProviderError::new(
+            format!("ReimageNode({pool})"),
+            ErrorKind::Unsupported,
+            format!("provider {} cannot reimage nodes", self.name()),
+        ))
+    }
+}

@@ -1,0 +1,578 @@
+//! The embedded simulator (`type: sim`): the default provider, and the one the
+//! demos, benchmarks and most tests run on.
+//!
+//! It behaves like an Auto Scaling group: it holds a size and fills it with nodes
+//! on its current template. Every latency and failure of a node is drawn once, at
+//! launch, from an RNG seeded by (seed, node serial), and stored as timestamps;
+//! observing the fleet only compares them with the clock. So runs are
+//! reproducible, observation never writes, and a virtual clock drives everything.
+//!
+//! The fleet persists as JSON under the state directory (atomic replace), so a
+//! `plan` after `apply` in another process sees what was done.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use jiff::{SignedDuration, Timestamp};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::{Capabilities, ErrorKind, Provider, ProviderError, Result};
+use crate::clock::Clock;
+use crate::model::{
+    Bounds, InPlace, Node, NodeState, NodeTemplate, ObservedPool, PoolSpec, TemplateHash,
+};
+use crate::spec::types::{Distribution, SimProvider as SimSettings};
+use crate::store::atomic_write;
+
+const FORMAT: u32 = 1;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Fleet {
+    format: u32,
+    next_serial: u64,
+    pools: BTreeMap<String, SimPool>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SimPool {
+    size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    autoscaling: Option<Bounds>,
+    template: NodeTemplate,
+    template_hash: TemplateHash,
+    #[serde(default)]
+    in_place: InPlace,
+    nodes: Vec<SimNode>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SimNode {
+    id: String,
+    serial: u64,
+    template: TemplateHash,
+    launched_at: Timestamp,
+    /// When it becomes healthy; `None` for a node drawn to never become healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    healthy_at: Option<Timestamp>,
+    /// When the machine is running (after which a never-healthy node is Unhealthy).
+    running_at: Timestamp,
+    /// Set when termination was requested: the node disappears at this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gone_at: Option<Timestamp>,
+    #[serde(default)]
+    cordoned: bool,
+}
+
+impl SimNode {
+    fn is_live(&self) -> bool {
+        self.gone_at.is_none()
+    }
+
+    fn view(&self, now: Timestamp) -> Option<Node> {
+        let state = match self.gone_at {
+            Some(g) if now >= g => return None,
+            Some(_) => NodeState::Terminating,
+            None => match self.healthy_at {
+                Some(h) if now >= h => NodeState::Healthy,
+                None if now >= self.running_at => NodeState::Unhealthy,
+                _ => NodeState::Pending,
+            },
+        };
+        Some(Node {
+            id: self.id.clone(),
+            template: self.template,
+            state,
+            launched_at: self.launched_at,
+            healthy_since: self
+                .healthy_at
+                .filter(|h| now >= *h && state == NodeState::Healthy),
+            cordoned: self.cordoned,
+        })
+    }
+}
+
+/// Latencies of one node, drawn at launch.
+struct Draw {
+    boot: SignedDuration,
+    health: SignedDuration,
+    never_healthy: bool,
+    terminate: SignedDuration,
+    drain: SignedDuration,
+}
+
+pub struct Sim {
+    name: String,
+    settings: SimSettings,
+    speed: f64,
+    path: Option<PathBuf>,
+    clock: Arc<dyn Clock>,
+    fleet: Mutex<Fleet>,
+    calls: AtomicU64,
+}
+
+impl Sim {
+    /// Open the simulator `name`, persisting under `state_dir/sim/` (or only in
+    /// memory when `state_dir` is `None`). A corrupt state file is an error, never
+    /// silently replaced by an empty fleet.
+    pub fn open(
+        name: &str,
+        settings: &SimSettings,
+        state_dir: Option<&Path>,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Sim> {
+        let path = state_dir.map(|d| d.join("sim").join(format!("{name}.json")));
+        let fleet = match &path {
+            Some(p) if p.exists() => {
+                let bytes = std::fs::read(p)
+                    .map_err(|e| anyhow::anyhow!("reading simulator state {}: {e}", p.display()))?;
+                let fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
+                    anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display())
+                })?;
+                anyhow::ensure!(
+                    fleet.format == FORMAT,
+                    "simulator state {} has format {}, this release reads {FORMAT}",
+                    p.display(),
+                    fleet.format
+                );
+                fleet
+            }
+            _ => Fleet {
+                format: FORMAT,
+                ..Fleet::default()
+            },
+        };
+        Ok(Sim {
+            name: name.to_string(),
+            speed: settings.speed.as_ref().map_or(1.0, |s| s.value),
+            settings: settings.clone(),
+            path,
+            clock,
+            fleet: Mutex::new(fleet),
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Fleet> {
+        self.fleet.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn save(&self, fleet: &Fleet) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let bytes = serde_json::to_vec(fleet).expect("the fleet serializes");
+        atomic_write(path, &bytes).map_err(|e| {
+            ProviderError::new(
+                "SaveState",
+                ErrorKind::Unavailable,
+                format!("writing {}: {e}", path.display()),
+            )
+        })
+    }
+
+    fn scaled(&self, d: std::time::Duration) -> SignedDuration {
+        let secs = d.as_secs_f64() / self.speed;
+        SignedDuration::try_from_secs_f64(secs).unwrap_or(SignedDuration::MAX)
+    }
+
+    fn sample(&self, dist: &Distribution, rng: &mut ChaCha8Rng) -> SignedDuration {
+        let d = match dist {
+            Distribution::Fixed(d) => d.as_std(),
+            Distribution::Uniform { min, max } => {
+                let (lo, hi) = (min.as_std().as_secs_f64(), max.as_std().as_secs_f64());
+                let u: f64 = rng.random();
+                std::time::Duration::from_secs_f64(lo + (hi - lo).max(0.0) * u)
+            }
+            Distribution::Lognormal { median, sigma } => {
+                let z: f64 = rng.sample(rand_distr::StandardNormal);
+                let secs = median.as_std().as_secs_f64() * (sigma * z).exp();
+                std::time::Duration::from_secs_f64(secs.clamp(0.0, 1e9))
+            }
+        };
+        self.scaled(d)
+    }
+
+    /// The draws of node `serial`: fixed order, so a node's fate depends only on
+    /// the seed and its serial, not on what else happened in the run.
+    fn draw(&self, serial: u64) -> Draw {
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            self.settings
+                .seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(serial),
+        );
+        let boot = self.sample(&self.settings.boot_time, &mut rng);
+        let health = self.sample(&self.settings.health_delay, &mut rng);
+        let never_healthy = rng.random::<f64>() < self.settings.failures.never_healthy;
+        let terminate = self.sample(&self.settings.terminate_time, &mut rng);
+        let drain = self.sample(&self.settings.drain_time, &mut rng);
+        Draw {
+            boot,
+            health,
+            never_healthy,
+            terminate,
+            drain,
+        }
+    }
+
+    /// How long draining this node takes in the simulation.
+    pub fn drain_time(&self, node_id: &str) -> SignedDuration {
+        let serial = node_id
+            .rsplit('-')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        self.draw(serial).drain
+    }
+
+    /// Injected API errors and throttling, deterministic per call number.
+    fn inject(&self, call: &str) -> Result<()> {
+        let f = &self.settings.failures;
+        if f.api_errors <= 0.0 && f.throttling <= 0.0 {
+            return Ok(());
+        }
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let mut rng =
+            ChaCha8Rng::seed_from_u64(self.settings.seed ^ 0xC0FF_EE00 ^ n.rotate_left(17));
+        let r: f64 = rng.random();
+        if r < f.throttling {
+            Err(ProviderError::new(
+                call,
+                ErrorKind::Throttled,
+                "Rate exceeded (simulated)",
+            ))
+        } else if r < f.throttling + f.api_errors {
+            Err(ProviderError::new(
+                call,
+                ErrorKind::Unavailable,
+                "InternalFailure (simulated 500)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn live_total(fleet: &Fleet) -> u64 {
+        fleet
+            .pools
+            .values()
+            .map(|p| p.nodes.iter().filter(|n| n.is_live()).count() as u64)
+            .sum()
+    }
+
+    fn check_quota(&self, fleet: &Fleet, extra: u64, call: &str) -> Result<()> {
+        if let Some(q) = self.settings.quota {
+            let live = Self::live_total(fleet);
+            if live + extra > q as u64 {
+                return Err(ProviderError::new(
+                    call,
+                    ErrorKind::Quota,
+                    format!(
+                        "InsufficientCapacity: {extra} more node(s) would exceed the quota of {q} ({live} in use)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn launch(&self, fleet: &mut Fleet, pool: &str, now: Timestamp) {
+        let serial = fleet.next_serial;
+        fleet.next_serial += 1;
+        let d = self.draw(serial);
+        let p = fleet
+            .pools
+            .get_mut(pool)
+            .expect("launch into an existing pool");
+        let running_at = now.saturating_add(d.boot).unwrap_or(now);
+        p.nodes.push(SimNode {
+            id: format!("{pool}-{serial:05}"),
+            serial,
+            template: p.template_hash,
+            launched_at: now,
+            running_at,
+            healthy_at: (!d.never_healthy)
+                .then(|| running_at.saturating_add(d.health).unwrap_or(running_at)),
+            gone_at: None,
+            cordoned: false,
+        });
+    }
+
+    fn terminate(&self, node: &mut SimNode, now: Timestamp) {
+        if node.gone_at.is_none() {
+            let d = self.draw(node.serial);
+            node.gone_at = Some(now.saturating_add(d.terminate).unwrap_or(now));
+        }
+    }
+
+    /// Drop nodes that are gone, then launch or retire nodes until the live count
+    /// equals the size, like an Auto Scaling group. Retiring picks outdated nodes
+    /// first, then the oldest.
+    fn converge(&self, fleet: &mut Fleet, pool: &str, now: Timestamp) {
+        let Some(p) = fleet.pools.get_mut(pool) else {
+            return;
+        };
+        p.nodes.retain(|n| n.gone_at.is_none_or(|g| now < g));
+        let live = p.nodes.iter().filter(|n| n.is_live()).count() as u32;
+        let size = p.size;
+        if live > size {
+            let hash = p.template_hash;
+            let mut victims: Vec<usize> = (0..p.nodes.len())
+                .filter(|&i| p.nodes[i].is_live())
+                .collect();
+            victims.sort_by_key(|&i| (p.nodes[i].template == hash, p.nodes[i].serial));
+            for &i in victims.iter().take((live - size) as usize) {
+                let mut node = p.nodes[i].clone();
+                self.terminate(&mut node, now);
+                p.nodes[i] = node;
+            }
+        }
+        for _ in live..size {
+            self.launch(fleet, pool, now);
+        }
+    }
+
+    fn not_found(call: &str, pool: &str) -> ProviderError {
+        ProviderError::new(
+            call,
+            ErrorKind::NotFound,
+            format!("pool {pool:?} does not exist"),
+        )
+    }
+
+    /// Run one mutation under the lock, converge the pool and persist.
+    fn mutate<T>(
+        &self,
+        call: String,
+        pool: &str,
+        f: impl FnOnce(&Self, &mut Fleet, Timestamp, &str) -> Result<T>,
+    ) -> Result<T> {
+        self.inject(&call)?;
+        let now = self.clock.now();
+        let mut fleet = self.lock();
+        let out = f(self, &mut fleet, now, &call)?;
+        self.converge(&mut fleet, pool, now);
+        self.save(&fleet)?;
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Provider for Sim {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reimage: true,
+            describe_batch: usize::MAX,
+        }
+    }
+
+    async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
+        self.inject("DescribePools")?;
+        let now = self.clock.now();
+        let fleet = self.lock();
+        Ok(names
+            .iter()
+            .filter_map(|name| {
+                let p = fleet.pools.get(name)?;
+                Some(ObservedPool {
+                    name: name.clone(),
+                    size: p.size,
+                    autoscaling: p.autoscaling,
+                    template: p.template.clone(),
+                    in_place: p.in_place.clone(),
+                    nodes: p.nodes.iter().filter_map(|n| n.view(now)).collect(),
+                })
+            })
+            .collect())
+    }
+
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
+        let call = format!("CreatePool({}, size {})", spec.name, spec.size);
+        self.mutate(call, &spec.name, |sim, fleet, _, call| {
+            if fleet.pools.contains_key(&spec.name) {
+                return Err(ProviderError::new(
+                    call,
+                    ErrorKind::Rejected,
+                    "AlreadyExists: a pool with this name exists",
+                ));
+            }
+            sim.check_quota(fleet, spec.size as u64, call)?;
+            fleet.pools.insert(
+                spec.name.clone(),
+                SimPool {
+                    size: spec.size,
+                    autoscaling: spec.autoscaling,
+                    template_hash: spec.template.hash(),
+                    template: spec.template.clone(),
+                    in_place: spec.in_place.clone(),
+                    nodes: Vec::new(),
+                },
+            );
+            Ok(())
+        })
+    }
+
+    async fn delete_pool(&self, pool: &str) -> Result<()> {
+        let call = format!("DeletePool({pool})");
+        self.mutate(call, pool, |_, fleet, _, call| {
+            fleet
+                .pools
+                .remove(pool)
+                .map(|_| ())
+                .ok_or_else(|| Sim::not_found(call, pool))
+        })
+    }
+
+    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
+        let call = format!("SetSize({pool}, {size})");
+        self.mutate(call, pool, |sim, fleet, _, call| {
+            let p = fleet
+                .pools
+                .get(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            let live = p.nodes.iter().filter(|n| n.is_live()).count() as u64;
+            sim.check_quota(fleet, (size as u64).saturating_sub(live), call)?;
+            fleet.pools.get_mut(pool).expect("checked").size = size;
+            Ok(())
+        })
+    }
+
+    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
+        let call = format!("SetTemplate({pool}, {})", template.hash());
+        self.mutate(call, pool, |_, fleet, _, call| {
+            let p = fleet
+                .pools
+                .get_mut(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            p.template = template.clone();
+            p.template_hash = template.hash();
+            Ok(())
+        })
+    }
+
+    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
+        let call = format!("CreateNodes({pool}, {count})");
+        self.mutate(call, pool, |sim, fleet, now, call| {
+            if !fleet.pools.contains_key(pool) {
+                return Err(Sim::not_found(call, pool));
+            }
+            sim.check_quota(fleet, count as u64, call)?;
+            let before = fleet.next_serial;
+            for _ in 0..count {
+                sim.launch(fleet, pool, now);
+            }
+            let p = fleet.pools.get_mut(pool).expect("checked");
+            p.size += count;
+            Ok(p.nodes
+                .iter()
+                .filter(|n| n.serial >= before)
+                .map(|n| n.id.clone())
+                .collect())
+        })
+    }
+
+    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+        let call = format!(
+            "TerminateNode({pool}, {node}{})",
+            if decrement { ", decrement" } else { "" }
+        );
+        self.mutate(call, pool, |sim, fleet, now, call| {
+            let p = fleet
+                .pools
+                .get_mut(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            let n = p
+                .nodes
+                .iter_mut()
+                .find(|n| n.id == node && n.is_live())
+                .ok_or_else(|| {
+                    ProviderError::new(
+                        call,
+                        ErrorKind::NotFound,
+                        format!("node {node:?} is not a live node of {pool:?}"),
+                    )
+                })?;
+            sim.terminate(n, now);
+            if decrement {
+                p.size = p.size.saturating_sub(1);
+            }
+            Ok(())
+        })
+    }
+
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
+        let call = format!("UpdateInPlace({pool})");
+        self.mutate(call, pool, |_, fleet, _, call| {
+            let p = fleet
+                .pools
+                .get_mut(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            p.in_place = attrs.clone();
+            Ok(())
+        })
+    }
+
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
+        let call = format!("SetBounds({pool})");
+        self.mutate(call, pool, |_, fleet, _, call| {
+            let p = fleet
+                .pools
+                .get_mut(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            p.autoscaling = bounds;
+            if let Some(b) = bounds {
+                p.size = b.clamp(p.size);
+            }
+            Ok(())
+        })
+    }
+
+    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
+        let call = format!("ReimageNode({pool}, {node})");
+        self.mutate(call, pool, |sim, fleet, now, call| {
+            let serial = fleet.next_serial;
+            fleet.next_serial += 1;
+            let d = sim.draw(serial);
+            let p = fleet
+                .pools
+                .get_mut(pool)
+                .ok_or_else(|| Sim::not_found(call, pool))?;
+            let hash = p.template_hash;
+            let n = p
+                .nodes
+                .iter_mut()
+                .find(|n| n.id == node && n.is_live())
+                .ok_or_else(|| {
+                    ProviderError::new(
+                        call,
+                        ErrorKind::NotFound,
+                        format!("node {node:?} is not a live node of {pool:?}"),
+                    )
+                })?;
+            // Same machine, new disk: boot and health start over on the new template.
+            n.template = hash;
+            n.serial = serial;
+            n.running_at = now.saturating_add(d.boot).unwrap_or(now);
+            n.healthy_at = (!d.never_healthy).then(|| {
+                n.running_at
+                    .saturating_add(d.health)
+                    .unwrap_or(n.running_at)
+            });
+            n.cordoned = false;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,239 @@
+//! Applying a plan's steps through the providers, recording the inventory as it
+//! goes (intent first: a pool is in the inventory before it is created, so a
+//! crash in between can never leave poolwright's own pool unmanaged).
+
+use std::path::Path;
+
+use super::events::{Counts, Event, EventSink};
+use super::retry::with_retry;
+use crate::clock::Clock;
+use crate::model::PoolSpec;
+use crate::plan::{Plan, PoolPlan, Step};
+use crate::provider::{Provider, Providers};
+use crate::store::{AppliedState, Inventory, InventoryEntry, Origin};
+
+#[derive(Debug, Default)]
+pub struct ApplyOutcome {
+    pub steps_done: usize,
+    /// `nodepool.NAME: STEP: error`, one per pool that stopped.
+    pub errors: Vec<String>,
+}
+
+impl ApplyOutcome {
+    pub fn is_ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+pub struct ApplyContext<'a> {
+    pub providers: &'a Providers,
+    pub inventory: &'a mut Inventory,
+    pub inventory_path: &'a Path,
+    pub events: &'a EventSink,
+    pub clock: &'a dyn Clock,
+    /// Called with a one-line progress message per step (the TTY shows it).
+    pub progress: &'a (dyn Fn(&str) + Sync),
+}
+
+fn describe_step(step: &Step) -> String {
+    match step {
+        Step::CreatePool { spec } => format!("create pool ({} nodes)", spec.size),
+        Step::DeletePool => "delete pool".into(),
+        Step::Forget => "forget (already gone)".into(),
+        Step::Adopt => "adopt".into(),
+        Step::SetBounds { to } => match to {
+            Some(b) => format!("set autoscaling bounds {}..{}", b.min, b.max),
+            None => "remove autoscaling bounds".into(),
+        },
+        Step::Scale { from, to } => format!("scale {from} -> {to}"),
+        Step::UpdateInPlace { .. } => "update labels/annotations/taints/tags in place".into(),
+        Step::SetTemplate { to } => format!("set template {}", to.hash()),
+        Step::Roll { outdated } => format!("roll {outdated} outdated node(s)"),
+    }
+}
+
+fn event_name(step: &Step) -> &'static str {
+    match step {
+        Step::CreatePool { .. } => "pool_created",
+        Step::DeletePool => "pool_deleted",
+        Step::Forget => "pool_forgotten",
+        Step::Adopt => "pool_adopted",
+        Step::SetBounds { .. } => "bounds_set",
+        Step::Scale { .. } => "pool_scaled",
+        Step::UpdateInPlace { .. } => "updated_in_place",
+        Step::SetTemplate { .. } => "template_set",
+        Step::Roll { .. } => "rollout_completed",
+    }
+}
+
+/// Apply every pool's steps, pool by pool. A failing pool stops at its failing
+/// step; the others carry on.
+pub async fn apply_plan(plan: &Plan, ctx: &mut ApplyContext<'_>) -> ApplyOutcome {
+    let mut outcome = ApplyOutcome::default();
+    for p in plan.pools.iter().filter(|p| p.has_changes()) {
+        if let Err(e) = apply_pool(p, ctx, &mut outcome).await {
+            outcome.errors.push(e);
+        }
+    }
+    outcome
+}
+
+async fn apply_pool(
+    p: &PoolPlan,
+    ctx: &mut ApplyContext<'_>,
+    outcome: &mut ApplyOutcome,
+) -> Result<(), String> {
+    let who = format!("nodepool.{}", p.pool);
+    let provider = ctx
+        .providers
+        .get(&p.provider)
+        .cloned()
+        .ok_or_else(|| format!("{who}: provider {:?} is not available", p.provider))?;
+    for step in &p.steps {
+        (ctx.progress)(&format!("{who}: {}...", describe_step(step)));
+        let result = run_step(p, step, provider.as_ref(), ctx).await;
+        let counts = counts_after(provider.as_ref(), p).await;
+        match result {
+            Ok(()) => {
+                outcome.steps_done += 1;
+                ctx.events.emit(Event {
+                    ts: ctx.clock.now(),
+                    pool: p.pool.clone(),
+                    event: event_name(step),
+                    node: None,
+                    counts,
+                    message: describe_step(step),
+                });
+            }
+            Err(message) => {
+                let text = format!("{who}: {}: {message}", describe_step(step));
+                ctx.events.emit(Event {
+                    ts: ctx.clock.now(),
+                    pool: p.pool.clone(),
+                    event: "step_failed",
+                    node: None,
+                    counts,
+                    message: text.clone(),
+                });
+                record_applied(p, provider.as_ref(), ctx).await?;
+                return Err(text);
+            }
+        }
+    }
+    record_applied(p, provider.as_ref(), ctx).await
+}
+
+async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
+    let pools = provider
+        .describe_pools(std::slice::from_ref(&p.pool))
+        .await
+        .ok()?;
+    let pool = pools.into_iter().next()?;
+    let desired = p
+        .rollout
+        .as_ref()
+        .map_or(pool.template.hash(), |r| r.to_template);
+    Some(Counts::of(&pool, desired))
+}
+
+fn save(ctx: &ApplyContext<'_>) -> Result<(), String> {
+    ctx.inventory
+        .save(ctx.inventory_path)
+        .map_err(|e| format!("{e:#}"))
+}
+
+async fn run_step(
+    p: &PoolPlan,
+    step: &Step,
+    provider: &dyn Provider,
+    ctx: &mut ApplyContext<'_>,
+) -> Result<(), String> {
+    let pool = p.pool.as_str();
+    let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
+    match step {
+        Step::CreatePool { spec } => {
+            // Intent first: ours before it exists.
+            ctx.inventory.pools.insert(
+                pool.to_string(),
+                InventoryEntry {
+                    provider: p.provider.clone(),
+                    origin: Origin::Created,
+                    prevent_destroy: p.prevent_destroy,
+                    last_applied: None,
+                },
+            );
+            save(ctx)?;
+            let spec: &PoolSpec = spec;
+            if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
+                ctx.inventory.pools.remove(pool);
+                save(ctx)?;
+                return Err(err(e));
+            }
+            Ok(())
+        }
+        Step::DeletePool => {
+            with_retry(|| provider.delete_pool(pool))
+                .await
+                .map_err(err)?;
+            ctx.inventory.pools.remove(pool);
+            save(ctx)
+        }
+        Step::Forget => {
+            ctx.inventory.pools.remove(pool);
+            save(ctx)
+        }
+        Step::Adopt => {
+            ctx.inventory.pools.insert(
+                pool.to_string(),
+                InventoryEntry {
+                    provider: p.provider.clone(),
+                    origin: Origin::Adopted,
+                    prevent_destroy: p.prevent_destroy,
+                    last_applied: None,
+                },
+            );
+            save(ctx)
+        }
+        Step::SetBounds { to } => with_retry(|| provider.set_bounds(pool, *to))
+            .await
+            .map_err(err),
+        Step::Scale { to, .. } => with_retry(|| provider.set_size(pool, *to))
+            .await
+            .map_err(err),
+        Step::UpdateInPlace { to } => with_retry(|| provider.update_in_place(pool, to))
+            .await
+            .map_err(err),
+        Step::SetTemplate { to } => with_retry(|| provider.set_template(pool, to))
+            .await
+            .map_err(err),
+        Step::Roll { outdated } => Err(format!(
+            "replacing {outdated} outdated node(s) needs the rollout executor, which this build does not include yet; \
+             no node was replaced (the template for new nodes is set)"
+        )),
+    }
+}
+
+/// Record what the pool now looks like as "last applied", so later plans can
+/// tell drift from our own changes.
+async fn record_applied(
+    p: &PoolPlan,
+    provider: &dyn Provider,
+    ctx: &mut ApplyContext<'_>,
+) -> Result<(), String> {
+    let Some(entry) = ctx.inventory.pools.get_mut(&p.pool) else {
+        return Ok(()); // deleted or forgotten
+    };
+    let observed = with_retry(|| provider.describe_pools(std::slice::from_ref(&p.pool)))
+        .await
+        .map_err(|e| format!("nodepool.{}: provider {}: {e}", p.pool, p.provider))?;
+    if let Some(pool) = observed.into_iter().next() {
+        entry.prevent_destroy = p.prevent_destroy;
+        entry.last_applied = Some(AppliedState {
+            size: pool.size,
+            template: pool.template.hash(),
+            in_place: pool.in_place.clone(),
+            autoscaling: pool.autoscaling,
+        });
+    }
+    save(ctx)
+}

@@ -1,0 +1,98 @@
+//! Structured events: one JSON object per line (`--events FILE`), for every step.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::model::{NodeState, ObservedPool, TemplateHash};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub desired: u32,
+    pub total: u32,
+    pub available: u32,
+    pub updated: u32,
+    pub outdated: u32,
+}
+
+impl Counts {
+    pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
+        let live: Vec<_> = pool.live_nodes().collect();
+        Counts {
+            desired: pool.size,
+            total: live.len() as u32,
+            available: live
+                .iter()
+                .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
+                .count() as u32,
+            updated: live.iter().filter(|n| n.template == desired).count() as u32,
+            outdated: live.iter().filter(|n| n.template != desired).count() as u32,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub ts: jiff::Timestamp,
+    pub pool: String,
+    pub event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
+    pub message: String,
+}
+
+/// Where events go: a JSONL file (flushed per line, so a crash loses nothing
+/// already reported) and/or memory (tests).
+#[derive(Default)]
+pub struct EventSink {
+    file: Option<Mutex<std::fs::File>>,
+    memory: Option<Mutex<Vec<Event>>>,
+}
+
+impl EventSink {
+    pub fn none() -> Self {
+        EventSink::default()
+    }
+
+    pub fn to_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("opening events file {}: {e}", path.display()))?;
+        Ok(EventSink {
+            file: Some(Mutex::new(file)),
+            memory: None,
+        })
+    }
+
+    pub fn in_memory() -> Self {
+        EventSink {
+            file: None,
+            memory: Some(Mutex::new(Vec::new())),
+        }
+    }
+
+    pub fn emit(&self, event: Event) {
+        if let Some(f) = &self.file {
+            let mut line = serde_json::to_vec(&event).expect("an event serializes");
+            line.push(b'\n');
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            // Events are a record, not a control path: a full disk must not stop a rollout.
+            let _ = f.write_all(&line).and_then(|_| f.flush());
+        }
+        if let Some(m) = &self.memory {
+            m.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        }
+    }
+
+    pub fn take(&self) -> Vec<Event> {
+        self.memory
+            .as_ref()
+            .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,11 @@
+//! The imperative shell around the pure planner: observe the providers, apply a
+//! plan's steps, record the inventory, emit events.
+
+pub mod apply;
+pub mod events;
+pub mod observe;
+mod retry;
+
+pub use apply::{ApplyContext, ApplyOutcome, apply_plan};
+pub use events::{Counts, Event, EventSink};
+pub use observe::observe;

@@ -1,0 +1,38 @@
+//! Retrying transient provider errors (throttling, 5xx) with capped exponential
+//! backoff. Quota, rejection and not-found are returned at once.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::provider::{ProviderError, Result};
+
+pub const ATTEMPTS: u32 = 6;
+
+pub async fn with_retry<T, F, Fut>(mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut delay = Duration::from_millis(50);
+    let mut last: Option<ProviderError> = None;
+    for _ in 0..ATTEMPTS {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_transient() => {
+                tracing_delay(&e, delay);
+                last = Some(e);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let mut e = last.expect("at least one attempt failed");
+    e.message = format!("{} (gave up after {ATTEMPTS} attempts)", e.message);
+    Err(e)
+}
+
+fn tracing_delay(e: &ProviderError, delay: Duration) {
+    // Kept quiet on the terminal; the daemon logs through tracing.
+    let _ = (e, delay);
+}

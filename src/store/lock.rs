@@ -1,0 +1,66 @@
+//! One writer per state directory: an advisory lock on `STATE/lock`, whose content
+//! names the holder so the refusal message can say who holds it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub pid: u32,
+    pub command: String,
+    pub since: jiff::Timestamp,
+}
+
+/// Held for as long as this value lives; the OS releases it if the process dies.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Take the lock or say who has it.
+    pub fn acquire(state_dir: &Path, command: &str) -> anyhow::Result<StateLock> {
+        std::fs::create_dir_all(state_dir).map_err(|e| {
+            anyhow::anyhow!("creating state directory {}: {e}", state_dir.display())
+        })?;
+        let path = state_dir.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let who = match serde_json::from_str::<LockHolder>(&text) {
+                    Ok(h) => format!("{} (pid {}, since {})", h.command, h.pid, h.since),
+                    Err(_) => "another poolwright process".to_string(),
+                };
+                anyhow::bail!(
+                    "state directory {} is locked by {who}; only one apply or daemon may act on it at a time",
+                    state_dir.display()
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                anyhow::bail!("locking {}: {e}", path.display())
+            }
+        }
+        let holder = LockHolder {
+            pid: std::process::id(),
+            command: command.to_string(),
+            since: jiff::Timestamp::now(),
+        };
+        file.set_len(0)?;
+        file.rewind()?;
+        file.write_all(serde_json::to_string(&holder)?.as_bytes())?;
+        file.sync_all()?;
+        Ok(StateLock { _file: file })
+    }
+}

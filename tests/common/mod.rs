@@ -1,0 +1,141 @@
+//! A world for integration tests: desired-state files in a temporary directory,
+//! the simulator persisted in a temporary state directory, and a manual clock.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use poolwright::clock::{Clock, ManualClock};
+use poolwright::plan::render::{Source, Style, render_text};
+use poolwright::plan::{self, Observed, Plan, PlanOptions};
+use poolwright::provider::Providers;
+use poolwright::reconcile::{ApplyContext, ApplyOutcome, EventSink, apply_plan, observe};
+use poolwright::spec::{Config, Limits, load_dir};
+use poolwright::store::{Inventory, StateDir};
+
+pub const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 7}\n";
+
+/// A NodePool document; `extra` is appended to its spec (indented by two spaces).
+pub fn pool(name: &str, size: u32, image: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  providerRef: sim\n  size: {size}\n  template: {{image: {image}, instanceType: m7i.large}}\n{extra}"
+    )
+}
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub state: tempfile::TempDir,
+    pub clock: Arc<ManualClock>,
+    pub prune: bool,
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            dir: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
+            clock: Arc::new(ManualClock::new("2026-12-02T12:00:00Z".parse().unwrap())),
+            prune: false,
+        }
+    }
+
+    pub fn write(&self, file: &str, text: &str) {
+        let path = self.dir.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.path().join(file)).unwrap();
+    }
+
+    pub fn state_dir(&self) -> StateDir {
+        StateDir::new(self.state.path())
+    }
+
+    pub fn config(&self) -> Config {
+        let report = load_dir(self.dir.path(), &Limits::default());
+        match report.config {
+            Some(c) => c,
+            None => panic!("invalid test config: {:#?}", report.diagnostics),
+        }
+    }
+
+    pub fn inventory(&self) -> Inventory {
+        Inventory::load(&self.state_dir().inventory()).unwrap()
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    pub fn providers(&self, config: &Config) -> Providers {
+        Providers::build(config, self.state.path(), self.clock())
+    }
+
+    pub fn observed(&self, config: &Config) -> Observed {
+        let providers = self.providers(config);
+        block_on(observe(config, &self.inventory(), &providers))
+    }
+
+    pub fn plan(&self) -> Plan {
+        let config = self.config();
+        let observed = self.observed(&config);
+        plan::plan(&config, &observed, &self.inventory(), &self.options())
+    }
+
+    pub fn options(&self) -> PlanOptions {
+        PlanOptions {
+            prune: self.prune,
+            now: self.clock.now(),
+            override_disruption: false,
+        }
+    }
+
+    pub fn text(&self, plan: &Plan) -> String {
+        render_text(
+            plan,
+            &Source {
+                dir: "config".into(),
+                revision: None,
+            },
+            Style { color: false },
+        )
+    }
+
+    /// Plan and apply, as `poolwright apply --auto-approve` does.
+    pub fn apply(&self) -> ApplyOutcome {
+        let config = self.config();
+        let providers = self.providers(&config);
+        let mut inventory = self.inventory();
+        let observed = block_on(observe(&config, &inventory, &providers));
+        let plan = plan::plan(&config, &observed, &inventory, &self.options());
+        let events = EventSink::none();
+        let path = self.state_dir().inventory();
+        let mut ctx = ApplyContext {
+            providers: &providers,
+            inventory: &mut inventory,
+            inventory_path: &path,
+            events: &events,
+            clock: self.clock.as_ref(),
+            progress: &|_| {},
+        };
+        block_on(apply_plan(&plan, &mut ctx))
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}

@@ -1,0 +1,392 @@
+//! `poolwright plan` and `apply` as a user runs them: exit codes, saved plans,
+//! the state lock, events, JSON, and prune safety.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{PROVIDER, pool};
+
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Cli {
+        let c = Cli {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        c.write("config/providers.yaml", PROVIDER);
+        c.write("config/web.yaml", &pool("web", 3, "img-1", ""));
+        c
+    }
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("POOLWRIGHT_STATE_DIR")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    }
+    fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn detailed_exitcode_says_whether_there_are_changes() {
+    let c = Cli::new();
+    let o = c.run(&["plan", "config", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(out(&o).contains("Plan: 1 to add, 0 to change, 0 to destroy, 0 to roll (0 nodes)."));
+    // Terraform's single-dash spelling works too.
+    assert_eq!(
+        c.run(&["plan", "config", "-detailed-exitcode"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(c.run(&["plan", "config"]).status.code(), Some(0));
+
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("Apply complete: 1 step(s) done."));
+
+    let o = c.run(&["plan", "config", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out(&o).contains("No changes."));
+}
+
+#[test]
+fn an_invalid_directory_is_exit_1_and_changes_nothing() {
+    let c = Cli::new();
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    c.write(
+        "config/web.yaml",
+        &pool("web", 3, "img-1", "  rollout: {maxSurg: 1}\n"),
+    );
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("config/web.yaml:8:13: error: unknown field \"maxSurg\""),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("nothing was changed"));
+    assert_eq!(
+        c.run(&["plan", "config", "--detailed-exitcode"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn apply_without_a_terminal_needs_auto_approve() {
+    let c = Cli::new();
+    let o = c.run(&["apply", "config"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("standard input is not a terminal; pass --auto-approve"));
+    assert!(
+        !c.path(".poolwright/sim/sim.json").exists(),
+        "nothing was created"
+    );
+}
+
+#[test]
+fn a_saved_plan_applies_only_while_fresh() {
+    let c = Cli::new();
+    let o = c.run(&["plan", "config", "-out", "web.plan"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let o = c.run(&["apply", "web.plan", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("Apply complete: 1 step(s) done."));
+
+    // A plan made, then the files change: refused.
+    c.write("config/web.yaml", &pool("web", 4, "img-1", ""));
+    assert_eq!(
+        c.run(&["plan", "config", "--out", "scale.plan"])
+            .status
+            .code(),
+        Some(0)
+    );
+    c.write("config/web.yaml", &pool("web", 5, "img-1", ""));
+    let o = c.run(&["apply", "scale.plan", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("plan is stale: the desired state changed"),
+        "{}",
+        err(&o)
+    );
+
+    // A plan made, then the pools change: refused too.
+    assert_eq!(
+        c.run(&["plan", "config", "--out", "scale.plan"])
+            .status
+            .code(),
+        Some(0)
+    );
+    c.write("other/providers.yaml", PROVIDER);
+    c.write("other/web.yaml", &pool("web", 2, "img-1", ""));
+    assert_eq!(
+        c.run(&["apply", "other", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    let o = c.run(&["apply", "scale.plan", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("plan is stale: the observed pools changed"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn apply_refuses_while_another_process_holds_the_state_lock() {
+    let c = Cli::new();
+    let _held =
+        poolwright::store::StateLock::acquire(&c.path(".poolwright"), "poolwright run config")
+            .unwrap();
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = err(&o);
+    assert!(
+        e.contains("is locked by poolwright run config (pid "),
+        "{e}"
+    );
+    assert!(
+        e.contains("only one apply or daemon may act on it at a time"),
+        "{e}"
+    );
+}
+
+#[test]
+fn events_are_json_lines_with_counts() {
+    let c = Cli::new();
+    let o = c.run(&[
+        "apply",
+        "config",
+        "--auto-approve",
+        "--events",
+        "events.jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = std::fs::read_to_string(c.path("events.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["pool"], "web");
+    assert_eq!(events[0]["event"], "pool_created");
+    assert_eq!(events[0]["counts"]["desired"], 3);
+    assert_eq!(events[0]["counts"]["total"], 3);
+    assert!(events[0]["ts"].as_str().unwrap().ends_with('Z'));
+}
+
+#[test]
+fn plan_json_is_versioned_with_terraform_actions() {
+    let c = Cli::new();
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    c.write(
+        "config/web.yaml",
+        &pool(
+            "web",
+            3,
+            "img-2",
+            "  rollout: {maxSurge: 0, maxUnavailable: 1}\n",
+        ),
+    );
+    let o = c.run(&["plan", "config", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["formatVersion"], 1);
+    let web = &doc["pools"][0];
+    assert_eq!(web["name"], "web");
+    assert_eq!(web["actions"], serde_json::json!(["delete", "create"]));
+    assert_eq!(web["before"]["image"], "img-1");
+    assert_eq!(web["after"]["image"], "img-2");
+    assert_eq!(web["rollout"]["strategy"], "terminate-before-create");
+    assert_eq!(web["rollout"]["bounds"], serde_json::json!([2, 3]));
+    assert_eq!(doc["summary"]["rollNodes"], 3);
+}
+
+#[test]
+fn plan_shows_the_git_revision_of_the_config_repo() {
+    let c = Cli::new();
+    let git = |args: &[&str]| {
+        let s = Command::new("git")
+            .args(args)
+            .current_dir(c.path("config"))
+            .output()
+            .unwrap();
+        assert!(s.status.success(), "git {args:?}: {}", err(&s));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "add",
+        ".",
+    ]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "Add the web pool",
+    ]);
+    let o = c.run(&["plan", "config"]);
+    let text = out(&o);
+    assert!(text.contains("Desired state: config at main@"), "{text}");
+    assert!(!text.contains("(dirty)"), "{text}");
+    assert!(text.contains("Commit: Add the web pool"), "{text}");
+    c.write("config/web.yaml", &pool("web", 4, "img-1", ""));
+    assert!(out(&c.run(&["plan", "config"])).contains("(dirty)"));
+}
+
+// ------------------------------------------------------------------ prune safety
+
+fn sim_pools(c: &Cli) -> Vec<String> {
+    let path = c.path(".poolwright/sim/sim.json");
+    let fleet: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    fleet["pools"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_removed_file_deletes_nothing_unless_pruning_is_enabled() {
+    let c = Cli::new();
+    c.write("config/old.yaml", &pool("old", 2, "img-1", ""));
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    std::fs::remove_file(c.path("config/old.yaml")).unwrap();
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out(&o).contains("pruning is disabled"));
+    assert_eq!(sim_pools(&c), ["old", "web"]);
+    let o = c.run(&["apply", "config", "--auto-approve", "--prune"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(sim_pools(&c), ["web"]);
+}
+
+#[test]
+fn an_unparsable_file_deletes_nothing_even_with_prune() {
+    let c = Cli::new();
+    c.write("config/old.yaml", &pool("old", 2, "img-1", ""));
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    c.write(
+        "config/old.yaml",
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: old\n",
+    );
+    let o = c.run(&["apply", "config", "--auto-approve", "--prune"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(sim_pools(&c), ["old", "web"]);
+}
+
+#[test]
+fn a_pool_poolwright_did_not_create_is_never_deleted() {
+    let c = Cli::new();
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    // Another tool creates "legacy" in the same simulator, with its own state dir
+    // copy: poolwright's inventory does not list it.
+    c.write("other/providers.yaml", PROVIDER);
+    c.write("other/legacy.yaml", &pool("legacy", 1, "img-1", ""));
+    let foreign_state = c.path("foreign-state");
+    std::fs::create_dir_all(foreign_state.join("sim")).unwrap();
+    std::fs::copy(
+        c.path(".poolwright/sim/sim.json"),
+        foreign_state.join("sim/sim.json"),
+    )
+    .unwrap();
+    let o = c.run(&[
+        "apply",
+        "other",
+        "--auto-approve",
+        "--state-dir",
+        foreign_state.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    std::fs::copy(
+        foreign_state.join("sim/sim.json"),
+        c.path(".poolwright/sim/sim.json"),
+    )
+    .unwrap();
+    assert_eq!(sim_pools(&c), ["legacy", "web"]);
+
+    let o = c.run(&["apply", "config", "--auto-approve", "--prune"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(sim_pools(&c), ["legacy", "web"]);
+}
+
+#[test]
+fn a_protected_pool_survives_its_file_being_removed() {
+    let c = Cli::new();
+    c.write(
+        "config/db.yaml",
+        &pool("db", 2, "img-1", "  lifecycle: {preventDestroy: true}\n"),
+    );
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    std::fs::remove_file(c.path("config/db.yaml")).unwrap();
+    let o = c.run(&["apply", "config", "--auto-approve", "--prune"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out(&o).contains("protected by lifecycle.preventDestroy"));
+    assert_eq!(sim_pools(&c), ["db", "web"]);
+}
+
+#[test]
+fn an_empty_directory_deletes_nothing_even_with_prune() {
+    let c = Cli::new();
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    for f in ["config/web.yaml", "config/providers.yaml"] {
+        std::fs::remove_file(c.path(f)).unwrap();
+    }
+    let o = c.run(&["apply", "config", "--auto-approve", "--prune"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("no desired-state files"));
+    assert!(Path::new(&c.path(".poolwright/sim/sim.json")).exists());
+    assert_eq!(sim_pools(&c), ["web"]);
+}
