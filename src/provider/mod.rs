@@ -14,12 +14,14 @@ use async_trait::async_trait;
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec};
 
 /// What a provider can do beyond the required primitives.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// Can reimage a node in place (terminate-before-create without a new machine).
     pub reimage: bool,
     /// Most pools one `describe_pools` call should be asked for.
     pub describe_batch: usize,
+    /// How often a rollout should look at the pool again.
+    pub poll_interval: std::time::Duration,
 }
 
 /// A provider call that failed, with the call and the provider's answer, so the

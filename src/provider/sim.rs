@@ -107,6 +107,7 @@ struct Draw {
     never_healthy: bool,
     terminate: SignedDuration,
     drain: SignedDuration,
+    drain_blocked: bool,
 }
 
 pub struct Sim {
@@ -215,23 +216,53 @@ impl Sim {
         let never_healthy = rng.random::<f64>() < self.settings.failures.never_healthy;
         let terminate = self.sample(&self.settings.terminate_time, &mut rng);
         let drain = self.sample(&self.settings.drain_time, &mut rng);
+        let drain_blocked = rng.random::<f64>() < self.settings.failures.drain_blocked;
         Draw {
             boot,
             health,
             never_healthy,
             terminate,
             drain,
+            drain_blocked,
         }
     }
 
-    /// How long draining this node takes in the simulation.
-    pub fn drain_time(&self, node_id: &str) -> SignedDuration {
-        let serial = node_id
+    fn serial_of(node_id: &str) -> u64 {
+        node_id
             .rsplit('-')
             .next()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        self.draw(serial).drain
+            .unwrap_or(0)
+    }
+
+    /// How long draining this node takes in the simulation, and whether its
+    /// drain is blocked (as by a PodDisruptionBudget that never allows it).
+    pub fn drain_profile(&self, node_id: &str) -> (SignedDuration, bool) {
+        let d = self.draw(Self::serial_of(node_id));
+        (d.drain, d.drain_blocked)
+    }
+
+    /// Mark a node unschedulable (what cordoning does in Kubernetes).
+    pub fn set_cordoned(&self, pool: &str, node: &str, cordoned: bool) -> Result<()> {
+        let call = format!(
+            "{}({pool}, {node})",
+            if cordoned { "Cordon" } else { "Uncordon" }
+        );
+        self.mutate(call, pool, |_, fleet, _, call| {
+            let n = fleet
+                .pools
+                .get_mut(pool)
+                .and_then(|p| p.nodes.iter_mut().find(|n| n.id == node))
+                .ok_or_else(|| {
+                    ProviderError::new(
+                        call,
+                        ErrorKind::NotFound,
+                        format!("node {node:?} is not in pool {pool:?}"),
+                    )
+                })?;
+            n.cordoned = cordoned;
+            Ok(())
+        })
     }
 
     /// Injected API errors and throttling, deterministic per call number.
@@ -294,13 +325,14 @@ impl Sim {
             .get_mut(pool)
             .expect("launch into an existing pool");
         let running_at = now.saturating_add(d.boot).unwrap_or(now);
+        let broken = is_broken(&self.settings, &p.template);
         p.nodes.push(SimNode {
             id: format!("{pool}-{serial:05}"),
             serial,
             template: p.template_hash,
             launched_at: now,
             running_at,
-            healthy_at: (!d.never_healthy)
+            healthy_at: (!d.never_healthy && !broken)
                 .then(|| running_at.saturating_add(d.health).unwrap_or(running_at)),
             gone_at: None,
             cordoned: false,
@@ -366,6 +398,12 @@ impl Sim {
     }
 }
 
+/// Nodes of a broken image never become healthy (a bad release, for demos and tests).
+fn is_broken(settings: &SimSettings, template: &NodeTemplate) -> bool {
+    let images = &settings.failures.broken_images;
+    template.image.as_ref().is_some_and(|i| images.contains(i))
+}
+
 #[async_trait]
 impl Provider for Sim {
     fn name(&self) -> &str {
@@ -376,6 +414,8 @@ impl Provider for Sim {
         Capabilities {
             reimage: true,
             describe_batch: usize::MAX,
+            // One simulated second, at least 10 ms of real time.
+            poll_interval: std::time::Duration::from_secs_f64((1.0 / self.speed).max(0.01)),
         }
     }
 
@@ -551,6 +591,7 @@ impl Provider for Sim {
                 .get_mut(pool)
                 .ok_or_else(|| Sim::not_found(call, pool))?;
             let hash = p.template_hash;
+            let broken = is_broken(&sim.settings, &p.template);
             let n = p
                 .nodes
                 .iter_mut()
@@ -566,7 +607,7 @@ impl Provider for Sim {
             n.template = hash;
             n.serial = serial;
             n.running_at = now.saturating_add(d.boot).unwrap_or(now);
-            n.healthy_at = (!d.never_healthy).then(|| {
+            n.healthy_at = (!d.never_healthy && !broken).then(|| {
                 n.running_at
                     .saturating_add(d.health)
                     .unwrap_or(n.running_at)

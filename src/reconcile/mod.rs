@@ -4,7 +4,7 @@
 pub mod apply;
 pub mod events;
 pub mod observe;
-mod retry;
+pub(crate) mod retry;
 
 pub use apply::{ApplyContext, ApplyOutcome, apply_plan};
 pub use events::{Counts, Event, EventSink};

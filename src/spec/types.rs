@@ -179,6 +179,14 @@ pub struct SimFailures {
     #[serde(default)]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub throttling: f64,
+    /// Share of drains that never finish on their own (as if a
+    /// PodDisruptionBudget allowed no disruption), so `drain.onTimeout` decides.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub drain_blocked: f64,
+    /// Images whose nodes never become healthy (a bad release).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken_images: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

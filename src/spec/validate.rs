@@ -225,6 +225,7 @@ fn check_provider(c: &mut Checker, d: &ProviderDoc) {
                     format!("speed must be a number above 0, not {}", speed.value),
                 );
             }
+            check_sim(c, sim, pos);
         }
         ProviderSpec::Aws(aws) => {
             if let Some(url) = &aws.endpoint_url {
@@ -247,6 +248,44 @@ fn check_provider(c: &mut Checker, d: &ProviderDoc) {
             if http.timeout == Duration::ZERO {
                 c.error(pos, "timeout must be greater than 0");
             }
+        }
+    }
+}
+
+fn check_sim(c: &mut Checker, sim: &SimProvider, pos: Pos) {
+    let f = &sim.failures;
+    let probabilities = [
+        ("neverHealthy", f.never_healthy),
+        ("apiErrors", f.api_errors),
+        ("throttling", f.throttling),
+        ("drainBlocked", f.drain_blocked),
+    ];
+    for (field, p) in probabilities {
+        if !(0.0..=1.0).contains(&p) {
+            c.error(
+                pos,
+                format!("failures.{field} must be a probability between 0 and 1, not {p}"),
+            );
+        }
+    }
+    let distributions = [
+        ("bootTime", &sim.boot_time),
+        ("healthDelay", &sim.health_delay),
+        ("drainTime", &sim.drain_time),
+        ("terminateTime", &sim.terminate_time),
+    ];
+    for (field, d) in distributions {
+        match d {
+            Distribution::Uniform { min, max } if max < min => c.error(
+                pos,
+                format!("{field}: uniform max ({max}) is below min ({min})"),
+            ),
+            Distribution::Lognormal { sigma, .. } if !(sigma.is_finite() && *sigma >= 0.0) => c
+                .error(
+                    pos,
+                    format!("{field}: lognormal sigma must be 0 or more, not {sigma}"),
+                ),
+            _ => {}
         }
     }
 }

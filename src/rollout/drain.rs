@@ -1,0 +1,114 @@
+//! Draining nodes before they are taken down. The Kubernetes drainer (Eviction
+//! API, PodDisruptionBudgets) implements this trait; the simulator has its own.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use super::decide::DrainProgress;
+use crate::provider::sim::Sim;
+
+#[async_trait]
+pub trait Drainer: Send + Sync {
+    /// Mark the node unschedulable.
+    async fn cordon(&self, pool: &str, node: &str) -> Result<(), String>;
+    /// Make it schedulable again (rollback, in-place completion).
+    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), String>;
+    /// Continue draining a node (idempotent) and say how it is going.
+    async fn progress(
+        &self,
+        pool: &str,
+        node: &str,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> DrainProgress;
+    /// Stop waiting: delete what is left on the node.
+    async fn force(&self, pool: &str, node: &str) -> Result<(), String>;
+}
+
+/// For pools without a cluster and a provider without workloads to move:
+/// nothing to drain.
+pub struct NoDrain;
+
+#[async_trait]
+impl Drainer for NoDrain {
+    async fn cordon(&self, _: &str, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    async fn uncordon(&self, _: &str, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    async fn progress(&self, _: &str, _: &str, _: Timestamp, _: Timestamp) -> DrainProgress {
+        DrainProgress::Done
+    }
+    async fn force(&self, _: &str, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The simulator's drainer: cordoning sets the node's flag in the simulated
+/// fleet; a drain takes the node's drawn drain time, or never ends on its own
+/// for nodes drawn as PDB-blocked.
+pub struct SimDrainer {
+    sim: Arc<Sim>,
+    forced: Mutex<BTreeSet<String>>,
+}
+
+impl SimDrainer {
+    pub fn new(sim: Arc<Sim>) -> Self {
+        SimDrainer {
+            sim,
+            forced: Mutex::new(BTreeSet::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl Drainer for SimDrainer {
+    async fn cordon(&self, pool: &str, node: &str) -> Result<(), String> {
+        self.sim
+            .set_cordoned(pool, node, true)
+            .map_err(|e| e.to_string())
+    }
+    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), String> {
+        self.sim
+            .set_cordoned(pool, node, false)
+            .map_err(|e| e.to_string())
+    }
+    async fn progress(
+        &self,
+        _: &str,
+        node: &str,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> DrainProgress {
+        if self
+            .forced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(node)
+        {
+            return DrainProgress::Done;
+        }
+        let (time, blocked) = self.sim.drain_profile(node);
+        if blocked {
+            DrainProgress::Blocked(
+                "cannot evict pod app-0: PodDisruptionBudget app allows 0 disruptions (simulated)"
+                    .into(),
+            )
+        } else if now >= since.saturating_add(time).unwrap_or(Timestamp::MAX) {
+            DrainProgress::Done
+        } else {
+            DrainProgress::Running
+        }
+    }
+    async fn force(&self, _: &str, node: &str) -> Result<(), String> {
+        self.forced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.to_string());
+        Ok(())
+    }
+}

@@ -1,0 +1,386 @@
+//! The imperative half of the executor: observe the pool, ask [`decide`] what to
+//! do, write the journal (intent) BEFORE acting, act through the provider and the
+//! drainer, and report every step as an event.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::decide::{Action, Inputs, Note, begin, decide};
+use super::drain::Drainer;
+use super::journal::Journal;
+use super::state::{Mark, RolloutState, Settings, Status};
+use crate::clock::Clock;
+use crate::model::{NodeState, NodeTemplate, ObservedPool};
+use crate::policy;
+use crate::provider::{ErrorKind, Provider};
+use crate::reconcile::events::{Counts, Event, EventSink};
+use crate::reconcile::retry::with_retry;
+use crate::spec::types::Disruption;
+
+/// Everything a rollout acts through.
+pub struct Rollout<'a> {
+    pub provider: Arc<dyn Provider>,
+    pub drainer: Arc<dyn Drainer>,
+    pub journal: &'a Journal,
+    pub events: &'a EventSink,
+    pub clock: &'a dyn Clock,
+    pub disruption: Disruption,
+    /// Emergency override of the disruption policy.
+    pub override_policy: bool,
+    pub state: RolloutState,
+    /// What the journal holds, so unchanged state is not rewritten every round.
+    saved: Option<RolloutState>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tick {
+    /// Still going; `waiting` says why no new step could start, if so.
+    Continue {
+        waiting: Option<String>,
+    },
+    Finished(Status),
+}
+
+impl<'a> Rollout<'a> {
+    /// Start a rollout of `pool` towards `desired`, resuming the journal's
+    /// rollout when it has the same target, superseding it otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        pool: &str,
+        desired: NodeTemplate,
+        settings: Settings,
+        provider: Arc<dyn Provider>,
+        drainer: Arc<dyn Drainer>,
+        journal: &'a Journal,
+        events: &'a EventSink,
+        clock: &'a dyn Clock,
+        disruption: Disruption,
+    ) -> Result<Rollout<'a>, String> {
+        let observed = observe(provider.as_ref(), pool).await?;
+        let prior = journal.load(pool).map_err(|e| format!("{e:#}"))?;
+        let target = desired.hash();
+        let now = clock.now();
+        let state = match prior {
+            Some(p) if p.target == target && !p.status.is_terminal() => {
+                // The same rollout, interrupted: carry on with the current settings.
+                let mut p = p;
+                p.settings = settings;
+                p
+            }
+            Some(RolloutState {
+                status: Status::RolledBack { failed, .. },
+                ..
+            }) if failed == target => {
+                return Err(format!(
+                    "the last rollout of {pool} to template {target} failed and was rolled back; \
+                     run `poolwright rollout resume {pool}` to try it again"
+                ));
+            }
+            prior => {
+                let previous = Some(observed.template.clone()).filter(|t| t.hash() != target);
+                let superseded = prior.as_ref().filter(|p| !p.status.is_terminal());
+                begin(
+                    pool,
+                    desired.clone(),
+                    previous,
+                    settings,
+                    &observed.nodes,
+                    superseded,
+                    now,
+                )
+            }
+        };
+        let mut r = Rollout {
+            provider,
+            drainer,
+            journal,
+            events,
+            clock,
+            disruption,
+            override_policy: false,
+            state,
+            saved: None,
+        };
+        if observed.template.hash() != r.state.target {
+            let template = r.state.target_template.clone();
+            with_retry(|| r.provider.set_template(pool, &template))
+                .await
+                .map_err(|e| format!("{pool}: {e}"))?;
+        }
+        r.save()?;
+        let budget = r.state.settings.budget;
+        r.emit(
+            "rollout_started",
+            None,
+            Some(&observed),
+            format!(
+                "to template {}: {}, surge {}, unavailable {}, floor {}",
+                r.state.target,
+                budget.strategy().as_str(),
+                budget.surge,
+                budget.unavailable,
+                r.state.floor
+            ),
+        );
+        Ok(r)
+    }
+
+    /// Make the journal hold the current state (fsync'd) if it does not already.
+    fn save(&mut self) -> Result<(), String> {
+        if self.saved.as_ref() == Some(&self.state) {
+            return Ok(());
+        }
+        self.journal.save(&self.state).map_err(|e| format!("{e:#}"))?;
+        self.saved = Some(self.state.clone());
+        Ok(())
+    }
+
+    fn counts(&self, pool: &ObservedPool) -> Counts {
+        let mut c = Counts::of(pool, self.state.target);
+        c.desired = self.state.settings.size;
+        let live = pool.live_nodes();
+        c.available = live
+            .filter(|n| {
+                n.state == NodeState::Healthy
+                    && !n.cordoned
+                    && !self.state.marks.contains_key(&n.id)
+                    && n.healthy_since.is_some_and(|h| {
+                        let min =
+                            jiff::SignedDuration::try_from(self.state.settings.min_ready.as_std())
+                                .unwrap_or_default();
+                        h.saturating_add(min).is_ok_and(|t| t <= self.clock.now())
+                    })
+            })
+            .count() as u32;
+        c
+    }
+
+    fn emit(
+        &self,
+        event: &'static str,
+        node: Option<String>,
+        pool: Option<&ObservedPool>,
+        message: String,
+    ) {
+        self.events.emit(Event {
+            ts: self.clock.now(),
+            pool: self.state.pool.clone(),
+            event,
+            node,
+            counts: pool.map(|p| self.counts(p)),
+            message,
+        });
+    }
+
+    /// Something is still in flight (a drain, a termination).
+    pub fn in_flight(&self) -> bool {
+        self.state
+            .marks
+            .values()
+            .any(|m| matches!(m, Mark::Draining { .. } | Mark::Terminating { .. }))
+    }
+
+    /// One round: observe, decide, journal, act.
+    pub async fn tick(&mut self) -> Result<Tick, String> {
+        let pool = self.state.pool.clone();
+        let observed = observe(self.provider.as_ref(), &pool).await?;
+        let now = self.clock.now();
+        let mut drains = BTreeMap::new();
+        for (id, mark) in &self.state.marks {
+            if let Mark::Draining { since, .. } = mark {
+                drains.insert(
+                    id.clone(),
+                    self.drainer.progress(&pool, id, *since, now).await,
+                );
+            }
+        }
+        let gate_open = self.override_policy || policy::gate(&self.disruption, now).is_open();
+        let before: Vec<String> = self.state.marks.keys().cloned().collect();
+        let decision = decide(
+            &self.state,
+            &Inputs {
+                now,
+                nodes: &observed.nodes,
+                provider_size: observed.size,
+                drains: &drains,
+                gate_open,
+            },
+        );
+        // Intent first: the journal holds every mark before the calls are made.
+        self.state = decision.state;
+        self.save()?;
+        for id in before
+            .iter()
+            .filter(|id| !observed.nodes.iter().any(|n| &n.id == *id))
+        {
+            self.emit(
+                "node_terminated",
+                Some(id.clone()),
+                Some(&observed),
+                "gone".into(),
+            );
+        }
+        for note in &decision.notes {
+            self.note(note, &observed);
+        }
+        for action in decision.actions {
+            self.act(&pool, action, &observed).await;
+        }
+        self.save()?;
+        if self.state.status.is_terminal() {
+            if self.state.status == Status::Completed {
+                self.journal.remove(&pool).map_err(|e| format!("{e:#}"))?;
+            }
+            return Ok(Tick::Finished(self.state.status.clone()));
+        }
+        Ok(Tick::Continue {
+            waiting: decision.waiting,
+        })
+    }
+
+    fn note(&self, note: &Note, observed: &ObservedPool) {
+        self.emit(
+            note.event,
+            note.node.clone(),
+            Some(observed),
+            note.message.clone(),
+        );
+    }
+
+    async fn act(&mut self, pool: &str, action: Action, observed: &ObservedPool) {
+        let now = self.clock.now();
+        match action {
+            Action::CreateNodes { count } => {
+                let mut result = with_retry(|| self.provider.create_nodes(pool, count)).await;
+                // All-or-nothing refusals: part of the surge may still fit.
+                if count > 1 && matches!(&result, Err(e) if e.kind == ErrorKind::Quota) {
+                    result = with_retry(|| self.provider.create_nodes(pool, 1)).await;
+                }
+                self.created(result, observed, now);
+            }
+            Action::Drain { node } => match self.drainer.cordon(pool, &node).await {
+                Ok(()) => self.emit(
+                    "node_cordoned",
+                    Some(node),
+                    Some(observed),
+                    "cordoned; drain started".into(),
+                ),
+                Err(e) => {
+                    // Not cordoned: it was never taken out of service; decide again next round.
+                    self.state.marks.remove(&node);
+                    self.emit(
+                        "step_failed",
+                        Some(node),
+                        Some(observed),
+                        format!("cordon failed: {e}"),
+                    );
+                }
+            },
+            Action::ForceDrain { node } => {
+                if let Err(e) = self.drainer.force(pool, &node).await {
+                    self.emit(
+                        "step_failed",
+                        Some(node),
+                        Some(observed),
+                        format!("force drain failed: {e}"),
+                    );
+                }
+            }
+            Action::Terminate { node } => {
+                match with_retry(|| self.provider.terminate_node(pool, &node, true)).await {
+                    Ok(()) => self.emit(
+                        "terminate_requested",
+                        Some(node),
+                        Some(observed),
+                        "terminating".into(),
+                    ),
+                    // Already gone: nothing to do; the mark clears when it is no longer observed.
+                    Err(e) if e.kind == ErrorKind::NotFound => {}
+                    Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
+                }
+            }
+            Action::SetTemplate { template } => {
+                if let Err(e) = with_retry(|| self.provider.set_template(pool, &template)).await {
+                    self.emit("step_failed", None, Some(observed), e.to_string());
+                }
+            }
+        }
+    }
+
+    fn created(
+        &mut self,
+        result: crate::provider::Result<Vec<String>>,
+        observed: &ObservedPool,
+        now: jiff::Timestamp,
+    ) {
+        match result {
+            Ok(ids) => {
+                self.state.surge_backoff_secs = 0;
+                self.state.surge_refused_until = None;
+                for id in ids {
+                    self.emit(
+                        "node_create_requested",
+                        Some(id),
+                        Some(observed),
+                        "launching on the target template".into(),
+                    );
+                }
+            }
+            Err(e) if e.kind == ErrorKind::Quota => {
+                let secs = (self.state.surge_backoff_secs * 2).clamp(10, 300);
+                self.state.surge_backoff_secs = secs;
+                let until = now
+                    .saturating_add(jiff::SignedDuration::from_secs(secs as i64))
+                    .unwrap_or(now);
+                self.state.surge_refused_until = Some(until);
+                let plan = if self.state.settings.budget.unavailable > 0 {
+                    "falling back to terminate-before-create"
+                } else {
+                    "stalled: maxUnavailable is 0"
+                };
+                self.emit(
+                    "surge_refused",
+                    None,
+                    Some(observed),
+                    format!("{e}; {plan}; retrying at {until}"),
+                );
+            }
+            Err(e) => self.emit("step_failed", None, Some(observed), e.to_string()),
+        }
+    }
+
+    /// Tick until the rollout ends, stops for a human, or waits on the
+    /// disruption policy with nothing in flight.
+    pub async fn run(&mut self, poll: std::time::Duration) -> Result<Status, String> {
+        loop {
+            match self.tick().await? {
+                Tick::Finished(status) => return Ok(status),
+                Tick::Continue { waiting } => {
+                    let stopped = matches!(
+                        self.state.status,
+                        Status::Degraded { .. } | Status::Paused { .. }
+                    );
+                    if (stopped || (waiting.is_some() && self.state.blocked_by_policy))
+                        && !self.in_flight()
+                    {
+                        return Ok(self.state.status.clone());
+                    }
+                }
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
+async fn observe(provider: &dyn Provider, pool: &str) -> Result<ObservedPool, String> {
+    let names = [pool.to_string()];
+    let pools = with_retry(|| provider.describe_pools(&names))
+        .await
+        .map_err(|e| format!("{pool}: {e}"))?;
+    pools.into_iter().next().ok_or_else(|| {
+        format!(
+            "{pool}: the pool no longer exists at provider {}",
+            provider.name()
+        )
+    })
+}

@@ -1,0 +1,325 @@
+//! How the executor behaves when things go wrong or are held back: failed nodes,
+//! rollback, drain timeouts, refused surge, canary, checkpoints, maintenance
+//! windows, a new desired state mid-rollout, and scale-down.
+
+#[path = "support/rollout_sim.rs"]
+mod sim;
+
+use poolwright::model::NodeState;
+use poolwright::rollout::Status;
+use poolwright::spec::At;
+use poolwright::spec::types::{Disruption, DisruptionPolicy, OnDrainTimeout, OnFailure, Window};
+use poolwright::spec::values::{Duration, TimeOfDay, Weekday};
+use sim::{Scenario, assert_bounds, template};
+
+#[test]
+fn a_new_node_that_never_becomes_healthy_degrades_the_pool_and_stops_take_downs() {
+    let mut sc = Scenario::new(5, 1, 1);
+    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.max_seconds = 1800;
+    let run = sc.run();
+    assert!(
+        matches!(&run.status, Status::Degraded { reason } if reason.contains("did not become healthy within 10m")),
+        "{:?}",
+        run.status
+    );
+    assert_bounds(&run, 5, 1, 1);
+    let degraded = run.first("degraded").expect("a degraded event");
+    let failed = run.first("node_failed").unwrap();
+    assert!(failed < degraded);
+    assert!(
+        run.events[degraded..]
+            .iter()
+            .all(|e| e.event != "drain_started"),
+        "no old node is taken down after the failure"
+    );
+    // The one old node already taken down before the failure is all that is missing.
+    assert!(
+        run.final_pool
+            .live_nodes()
+            .filter(|n| n.template == template("img-1").hash())
+            .count()
+            >= 4
+    );
+}
+
+#[test]
+fn on_failure_rollback_returns_the_pool_to_the_previous_template() {
+    let mut sc = Scenario::new(4, 1, 1);
+    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.settings.on_failure = OnFailure::Rollback;
+    let run = sc.run();
+    assert!(
+        matches!(run.status, Status::RolledBack { .. }),
+        "{:?}",
+        run.status
+    );
+    assert_eq!(run.count("rollback_started"), 1);
+    assert_bounds(&run, 4, 1, 1);
+    let old = template("img-1").hash();
+    assert_eq!(run.final_pool.template.hash(), old);
+    assert!(
+        run.final_pool
+            .live_nodes()
+            .all(|n| n.template == old && n.state == NodeState::Healthy)
+    );
+    assert_eq!(run.final_pool.live_nodes().count(), 4);
+}
+
+#[test]
+fn the_circuit_breaker_stops_after_k_failed_nodes() {
+    let mut sc = Scenario::new(6, 3, 0);
+    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.settings.max_failed_nodes = 2;
+    sc.max_seconds = 1800;
+    let run = sc.run();
+    assert!(
+        matches!(&run.status, Status::Degraded { reason } if reason.contains("circuit breaker")),
+        "{:?}",
+        run.status
+    );
+    assert!(run.count("node_failed") >= 2);
+}
+
+fn blocked_drains(on_timeout: OnDrainTimeout) -> sim::Run {
+    let mut sc = Scenario::new(3, 1, 0);
+    sc.sim.failures.drain_blocked = 1.0;
+    sc.settings.drain_timeout = Duration::secs(60);
+    sc.settings.on_drain_timeout = on_timeout;
+    sc.max_seconds = 1800;
+    sc.run()
+}
+
+#[test]
+fn drain_timeout_fail_leaves_the_node_cordoned_and_degrades() {
+    let run = blocked_drains(OnDrainTimeout::Fail);
+    assert!(
+        matches!(&run.status, Status::Degraded { reason } if reason.contains("PodDisruptionBudget")),
+        "{:?}",
+        run.status
+    );
+    assert_eq!(
+        run.count("drain_blocked"),
+        1,
+        "the blocking PDB is reported once"
+    );
+    assert!(run.events.iter().any(|e| {
+        e.event == "drain_blocked"
+            && e.message
+                .contains("PodDisruptionBudget app allows 0 disruptions")
+    }));
+    assert_eq!(run.count("terminate_requested"), 0);
+    assert_eq!(
+        run.final_pool.live_nodes().filter(|n| n.cordoned).count(),
+        1
+    );
+}
+
+#[test]
+fn drain_timeout_force_deletes_what_is_left_and_carries_on() {
+    let run = blocked_drains(OnDrainTimeout::Force);
+    assert_eq!(run.status, Status::Completed);
+    assert_eq!(run.count("drain_forced"), 3);
+    assert_bounds(&run, 3, 1, 0);
+}
+
+#[test]
+fn drain_timeout_quarantine_keeps_the_node_cordoned_in_a_surge_slot() {
+    let mut sc = Scenario::new(3, 2, 0);
+    sc.sim.failures.drain_blocked = 1.0;
+    sc.settings.drain_timeout = Duration::secs(60);
+    sc.settings.on_drain_timeout = OnDrainTimeout::Quarantine;
+    sc.max_seconds = 1800;
+    let run = sc.run();
+    assert_bounds(&run, 3, 2, 0);
+    assert_eq!(run.count("node_quarantined"), 2);
+    let quarantined: Vec<_> = run.final_pool.live_nodes().filter(|n| n.cordoned).collect();
+    assert_eq!(quarantined.len(), 2);
+    assert!(
+        quarantined
+            .iter()
+            .all(|n| n.template == template("img-1").hash())
+    );
+    let updated = run
+        .final_pool
+        .live_nodes()
+        .filter(|n| n.template == template("img-2").hash())
+        .count();
+    assert_eq!(
+        updated, 2,
+        "each quarantined node has a new node in its place"
+    );
+    // Both surge slots are held: the rollout says so instead of waiting forever.
+    assert!(
+        matches!(&run.status, Status::Degraded { reason } if reason.contains("2 quarantined node(s) hold the surge capacity")),
+        "{:?}",
+        run.status
+    );
+}
+
+#[test]
+fn refused_surge_falls_back_to_terminate_before_create_when_unavailable_allows() {
+    let mut sc = Scenario::new(5, 2, 1);
+    sc.sim.quota = Some(5);
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert!(run.count("surge_refused") >= 1);
+    assert_bounds(&run, 5, 0, 1);
+}
+
+#[test]
+fn refused_surge_with_no_unavailable_stalls_without_breaking_bounds() {
+    let mut sc = Scenario::new(5, 2, 0);
+    sc.sim.quota = Some(5);
+    sc.max_seconds = 900;
+    let run = sc.run();
+    assert_eq!(run.status, Status::Running, "stalled, not failed");
+    assert!(run.count("surge_refused") >= 2, "retried with backoff");
+    assert_eq!(run.count("drain_started"), 0);
+    assert_bounds(&run, 5, 0, 0);
+}
+
+#[test]
+fn canary_goes_first_alone() {
+    let mut sc = Scenario::new(5, 2, 0);
+    sc.settings.canary = true;
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    let second_create = run
+        .events
+        .iter()
+        .filter(|e| e.event == "node_create_requested")
+        .nth(1)
+        .unwrap()
+        .ts;
+    let canary = run
+        .events
+        .iter()
+        .find(|e| e.event == "canary_healthy")
+        .expect("canary event")
+        .ts;
+    assert!(
+        canary <= second_create,
+        "nothing else starts before the canary is healthy for minReady"
+    );
+}
+
+#[test]
+fn checkpoints_bake_before_continuing() {
+    let mut sc = Scenario::new(4, 1, 0);
+    sc.settings.checkpoints = vec![(50, Duration::secs(300))];
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    let cp = run
+        .events
+        .iter()
+        .find(|e| e.event == "checkpoint")
+        .expect("checkpoint")
+        .ts;
+    let resumed = cp
+        .saturating_add(jiff::SignedDuration::from_secs(300))
+        .unwrap();
+    let started_during_bake = run
+        .events
+        .iter()
+        .filter(|e| matches!(e.event, "node_create_requested" | "drain_started"))
+        .filter(|e| e.ts > cp && e.ts < resumed)
+        .count();
+    assert_eq!(started_during_bake, 0);
+}
+
+fn window_at(hour: &str, hours: u64) -> Disruption {
+    Disruption {
+        policy: At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow),
+        windows: vec![At::bare(Window {
+            days: At::bare(Weekday::ALL.to_vec()),
+            start: TimeOfDay::parse(hour).unwrap(),
+            duration: At::bare(Duration::secs(hours * 3600)),
+            timezone: At::bare("UTC".into()),
+        })],
+    }
+}
+
+#[test]
+fn disruptive_steps_start_only_inside_the_window() {
+    // Starts at 12:00 UTC; the window is 13:00-13:02, too short to finish in one go.
+    let mut sc = Scenario::new(4, 0, 1);
+    sc.disruption = Disruption {
+        windows: vec![At::bare(Window {
+            duration: At::bare(Duration::secs(120)),
+            ..window_at("13:00", 1).windows[0].value.clone()
+        })],
+        ..window_at("13:00", 1)
+    };
+    sc.max_seconds = 36 * 3600;
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert!(run.count("blocked_by_policy") >= 1);
+    assert!(
+        run.count("resumed_in_window") >= 2,
+        "the rollout spans several windows"
+    );
+    for e in run.events.iter().filter(|e| e.event == "drain_started") {
+        let t = e.ts.to_zoned_datetime(jiff::tz::TimeZone::UTC);
+        assert!(
+            t.hour() == 13 && t.minute() < 2,
+            "drain started outside the window at {}",
+            e.ts
+        );
+    }
+    assert_bounds(&run, 4, 0, 1);
+}
+
+#[test]
+fn a_new_desired_state_mid_rollout_supersedes_it_safely() {
+    let mut sc = Scenario::new(6, 2, 1);
+    sc.supersede_at = Some((70, template("img-3")));
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds(&run, 6, 2, 1);
+    let newest = template("img-3").hash();
+    assert!(
+        run.final_pool
+            .live_nodes()
+            .all(|n| n.template == newest && n.state == NodeState::Healthy)
+    );
+    assert_eq!(run.final_pool.live_nodes().count(), 6);
+    assert_eq!(run.count("rollout_started"), 2);
+}
+
+#[test]
+fn scale_down_drains_before_terminating_within_the_budget() {
+    let mut sc = Scenario::new(5, 0, 1);
+    sc.settings.size = 3;
+    sc.settings.budget.unavailable = 1;
+    // Same template: only the size changes.
+    let run = {
+        let mut sc = sc;
+        sc.supersede_at = None;
+        sc
+    };
+    let run = sim_same_template(run);
+    assert_eq!(run.status, Status::Completed);
+    assert_eq!(run.final_pool.live_nodes().count(), 3);
+    assert_eq!(run.count("drain_started"), 2);
+    assert!(run.first("drain_started").unwrap() < run.first("terminate_requested").unwrap());
+}
+
+/// A scenario whose target is the current template (a pure size change).
+fn sim_same_template(sc: Scenario) -> sim::Run {
+    let mut sc = sc;
+    sc.supersede_at = Some((0, template("img-1")));
+    sc.run()
+}
+
+#[test]
+fn a_quota_that_fits_part_of_the_surge_is_used_rather_than_stalling() {
+    // Found by the property test: surge 2 asked all-or-nothing, the quota fit 1.
+    let mut sc = Scenario::new(2, 2, 0);
+    sc.sim.quota = Some(3);
+    sc.sim.boot_time = poolwright::spec::types::Distribution::Fixed(Duration::secs(5));
+    sc.sim.drain_time = poolwright::spec::types::Distribution::Fixed(Duration::ZERO);
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds(&run, 2, 1, 0);
+}

@@ -1,0 +1,262 @@
+//! Runs one rollout on the simulator under a virtual clock, one simulated second
+//! per step, checking the bounds at every instant it samples.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use jiff::SignedDuration;
+use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::{NodeState, NodeTemplate, ObservedPool, PoolSpec};
+use poolwright::provider::Provider;
+use poolwright::provider::sim::Sim;
+use poolwright::reconcile::{Event, EventSink};
+use poolwright::rollout::{Budget, Journal, Rollout, Settings, SimDrainer, Status, Tick};
+use poolwright::spec::types::{Disruption, Distribution, OnDrainTimeout, OnFailure, SimProvider};
+use poolwright::spec::values::Duration;
+
+pub fn template(image: &str) -> NodeTemplate {
+    NodeTemplate {
+        image: Some(image.into()),
+        ..NodeTemplate::default()
+    }
+}
+
+pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
+    Settings {
+        size,
+        budget: Budget { surge, unavailable },
+        min_ready: Duration::secs(10),
+        startup_timeout: Duration::secs(600),
+        drain_timeout: Duration::secs(600),
+        on_drain_timeout: OnDrainTimeout::Fail,
+        on_failure: OnFailure::Pause,
+        max_failed_nodes: 3,
+        canary: false,
+        checkpoints: Vec::new(),
+        progress_deadline: None,
+        batch_synchronous: false,
+    }
+}
+
+pub fn sim_settings() -> SimProvider {
+    SimProvider {
+        boot_time: Distribution::Fixed(Duration::secs(30)),
+        health_delay: Distribution::Fixed(Duration::secs(10)),
+        drain_time: Distribution::Fixed(Duration::secs(20)),
+        terminate_time: Distribution::Fixed(Duration::secs(5)),
+        ..SimProvider::default()
+    }
+}
+
+/// One sampled instant.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub t: i64,
+    /// Nodes not terminating.
+    pub total: u32,
+    /// Healthy, not cordoned (draining nodes are cordoned).
+    pub available: u32,
+    pub updated: u32,
+}
+
+pub struct Run {
+    /// The availability floor the rollout began with.
+    pub floor: u32,
+    pub events: Vec<Event>,
+    pub samples: Vec<Sample>,
+    pub status: Status,
+    pub final_pool: ObservedPool,
+    pub seconds: i64,
+    pub journal_dir: tempfile::TempDir,
+}
+
+impl Run {
+    pub fn max_total(&self) -> u32 {
+        self.samples.iter().map(|s| s.total).max().unwrap_or(0)
+    }
+    pub fn min_total(&self) -> u32 {
+        self.samples.iter().map(|s| s.total).min().unwrap_or(0)
+    }
+    pub fn min_available(&self) -> u32 {
+        self.samples.iter().map(|s| s.available).min().unwrap_or(0)
+    }
+    pub fn names(&self) -> Vec<&'static str> {
+        self.events.iter().map(|e| e.event).collect()
+    }
+    pub fn count(&self, event: &str) -> usize {
+        self.events.iter().filter(|e| e.event == event).count()
+    }
+    pub fn first(&self, event: &str) -> Option<usize> {
+        self.events.iter().position(|e| e.event == event)
+    }
+}
+
+fn sample(
+    rt: &tokio::runtime::Runtime,
+    sim: &Sim,
+    pool: &str,
+    t: i64,
+    target: &NodeTemplate,
+) -> (Sample, ObservedPool) {
+    let p = rt
+        .block_on(sim.describe_pools(&[pool.to_string()]))
+        .unwrap()
+        .remove(0);
+    let live: Vec<_> = p.live_nodes().collect();
+    let s = Sample {
+        t,
+        total: live.len() as u32,
+        available: live
+            .iter()
+            .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
+            .count() as u32,
+        updated: live.iter().filter(|n| n.template == target.hash()).count() as u32,
+    };
+    (s, p)
+}
+
+pub struct Scenario {
+    pub size: u32,
+    pub settings: Settings,
+    pub sim: SimProvider,
+    pub disruption: Disruption,
+    pub max_seconds: i64,
+    pub start: &'static str,
+    /// Change the target at this second (superseding the rollout).
+    pub supersede_at: Option<(i64, NodeTemplate)>,
+}
+
+impl Scenario {
+    pub fn new(size: u32, surge: u32, unavailable: u32) -> Scenario {
+        Scenario {
+            size,
+            settings: settings(size, surge, unavailable),
+            sim: sim_settings(),
+            disruption: Disruption::default(),
+            max_seconds: 4 * 3600,
+            start: "2026-12-02T12:00:00Z",
+            supersede_at: None,
+        }
+    }
+
+    pub fn run(self) -> Run {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let clock = Arc::new(ManualClock::new(self.start.parse().unwrap()));
+        let sim =
+            Arc::new(Sim::open("sim", &self.sim, None, clock.clone() as Arc<dyn Clock>).unwrap());
+        let old = template("img-1");
+        let spec = PoolSpec {
+            name: "web".into(),
+            size: self.size,
+            autoscaling: None,
+            template: old.clone(),
+            in_place: Default::default(),
+            placement: Default::default(),
+        };
+        // A fresh pool may not fit a quota that is meant to refuse surge only.
+        let quota = self.sim.quota;
+        rt.block_on(sim.create_pool(&spec)).unwrap();
+        clock.advance(SignedDuration::from_secs(600));
+        let _ = quota;
+
+        let journal_dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(journal_dir.path());
+        let events = EventSink::in_memory();
+        let mut target = template("img-2");
+        let provider: Arc<dyn Provider> = sim.clone();
+        let drainer = Arc::new(SimDrainer::new(sim.clone()));
+        let mut rollout = rt
+            .block_on(Rollout::start(
+                "web",
+                target.clone(),
+                self.settings.clone(),
+                provider.clone(),
+                drainer.clone(),
+                &journal,
+                &events,
+                clock.as_ref(),
+                self.disruption.clone(),
+            ))
+            .unwrap();
+        let floor = rollout.state.floor;
+        let mut samples = Vec::new();
+        let mut status = Status::Running;
+        let mut t = 0;
+        while t < self.max_seconds {
+            if let Some((at, next)) = &self.supersede_at
+                && *at == t
+            {
+                target = next.clone();
+                drop(rollout);
+                rollout = rt
+                    .block_on(Rollout::start(
+                        "web",
+                        target.clone(),
+                        self.settings.clone(),
+                        provider.clone(),
+                        drainer.clone(),
+                        &journal,
+                        &events,
+                        clock.as_ref(),
+                        self.disruption.clone(),
+                    ))
+                    .unwrap();
+            }
+            samples.push(sample(&rt, &sim, "web", t, &target).0);
+            let mut step = 1;
+            match rt.block_on(rollout.tick()).unwrap() {
+                Tick::Finished(s) => {
+                    status = s;
+                    samples.push(sample(&rt, &sim, "web", t, &target).0);
+                    break;
+                }
+                Tick::Continue { waiting } => {
+                    status = rollout.state.status.clone();
+                    let stopped = matches!(status, Status::Degraded { .. } | Status::Paused { .. });
+                    if stopped && !rollout.in_flight() {
+                        samples.push(sample(&rt, &sim, "web", t, &target).0);
+                        break;
+                    }
+                    // Only waiting (policy, bake, refused surge): skip ahead a minute.
+                    if waiting.is_some() && !rollout.in_flight() {
+                        step = 60;
+                    }
+                }
+            }
+            samples.push(sample(&rt, &sim, "web", t, &target).0);
+            clock.advance(SignedDuration::from_secs(step));
+            t += step;
+        }
+        let (_, final_pool) = sample(&rt, &sim, "web", t, &target);
+        Run {
+            floor,
+            events: events.take(),
+            samples,
+            status,
+            final_pool,
+            seconds: t,
+            journal_dir,
+        }
+    }
+}
+
+/// The bounds of DESIGN.md at every sampled instant.
+pub fn assert_bounds(run: &Run, size: u32, surge: u32, unavailable: u32) {
+    for s in &run.samples {
+        assert!(
+            s.total <= size + surge,
+            "t={}s: {} nodes > size {size} + surge {surge}",
+            s.t,
+            s.total
+        );
+        assert!(
+            s.available >= size.saturating_sub(unavailable),
+            "t={}s: {} available < size {size} - unavailable {unavailable}",
+            s.t,
+            s.available
+        );
+    }
+}
