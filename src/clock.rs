@@ -1,12 +1,19 @@
 //! Time as an injected dependency: decision code takes `now` as an argument and
 //! the shell gets it from a [`Clock`], so tests run on a virtual clock.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 
 use jiff::{SignedDuration, Timestamp};
 
+pub type Sleep<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
+
+    /// Wait for `d`: really for the wall clock, by moving time for a virtual one.
+    fn sleep(&self, d: std::time::Duration) -> Sleep<'_>;
 }
 
 /// The wall clock.
@@ -16,6 +23,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::now()
+    }
+
+    fn sleep(&self, d: std::time::Duration) -> Sleep<'_> {
+        Box::pin(tokio::time::sleep(d))
     }
 }
 
@@ -43,5 +54,11 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sleeping on a virtual clock moves it forward at once.
+    fn sleep(&self, d: std::time::Duration) -> Sleep<'_> {
+        self.advance(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX));
+        Box::pin(std::future::ready(()))
     }
 }

@@ -323,3 +323,18 @@ fn a_quota_that_fits_part_of_the_surge_is_used_rather_than_stalling() {
     assert_eq!(run.status, Status::Completed);
     assert_bounds(&run, 2, 1, 0);
 }
+
+#[test]
+fn old_nodes_that_are_healthy_count_as_available_however_recently() {
+    // Found running `apply` for real: old nodes healthy for less than minReady
+    // were counted unavailable, the floor came out 0, and old nodes were drained
+    // with nothing in their place. minReady gates new nodes only.
+    let mut sc = Scenario::new(5, 2, 0);
+    sc.settings.min_ready = Duration::secs(300);
+    sc.settle_seconds = 45; // healthy at 40s: 5s ago
+    let run = sc.run();
+    assert_eq!(run.floor, 5);
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds(&run, 5, 2, 0);
+    assert!(run.first("node_create_requested").unwrap() < run.first("drain_started").unwrap());
+}

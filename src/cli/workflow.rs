@@ -11,6 +11,7 @@ use crate::plan::render::{Source, Style, render_json, render_text};
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
 use crate::reconcile::{ApplyContext, EventSink, apply_plan, observe};
+use crate::rollout::Journal;
 use crate::spec::{self, Config, Limits};
 use crate::store::{Inventory, StateDir, StateLock};
 
@@ -214,7 +215,11 @@ pub(super) fn apply(
         }
     };
     let inventory_path = state.inventory();
+    let journal = Journal::new(state.journal_dir());
     let mut ctx = ApplyContext {
+        config: &snap.config,
+        journal: &journal,
+        override_policy: false,
         providers: &snap.providers,
         inventory: &mut snap.inventory,
         inventory_path: &inventory_path,

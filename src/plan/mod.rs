@@ -71,9 +71,12 @@ pub enum Step {
     SetTemplate {
         to: NodeTemplate,
     },
-    /// Replace outdated nodes through the rollout executor.
+    /// Replace outdated nodes through the rollout executor, converging on
+    /// `size` nodes of `template`.
     Roll {
         outdated: u32,
+        size: u32,
+        template: Box<NodeTemplate>,
     },
 }
 
@@ -172,7 +175,7 @@ impl Plan {
                 match step {
                     Step::CreatePool { .. } => s.add += 1,
                     Step::DeletePool => s.destroy += 1,
-                    Step::Roll { outdated } => {
+                    Step::Roll { outdated, .. } => {
                         s.roll += 1;
                         s.roll_nodes += *outdated as u64;
                     }

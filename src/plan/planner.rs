@@ -317,7 +317,11 @@ fn plan_pool(
             from_templates: from,
             to_template: hash,
         });
-        p.steps.push(Step::Roll { outdated });
+        p.steps.push(Step::Roll {
+            outdated,
+            size: target,
+            template: Box::new(template.clone()),
+        });
     }
 
     // Disruptive steps wait for the disruption policy; the others go ahead.

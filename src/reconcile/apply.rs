@@ -10,6 +10,8 @@ use crate::clock::Clock;
 use crate::model::PoolSpec;
 use crate::plan::{Plan, PoolPlan, Step};
 use crate::provider::{Provider, Providers};
+use crate::rollout::{Journal, Rollout, Settings, Status};
+use crate::spec::Config;
 use crate::store::{AppliedState, Inventory, InventoryEntry, Origin};
 
 #[derive(Debug, Default)]
@@ -26,6 +28,10 @@ impl ApplyOutcome {
 }
 
 pub struct ApplyContext<'a> {
+    pub config: &'a Config,
+    pub journal: &'a Journal,
+    /// Emergency override of disruption policies (recorded by the caller).
+    pub override_policy: bool,
     pub providers: &'a Providers,
     pub inventory: &'a mut Inventory,
     pub inventory_path: &'a Path,
@@ -48,7 +54,7 @@ fn describe_step(step: &Step) -> String {
         Step::Scale { from, to } => format!("scale {from} -> {to}"),
         Step::UpdateInPlace { .. } => "update labels/annotations/taints/tags in place".into(),
         Step::SetTemplate { to } => format!("set template {}", to.hash()),
-        Step::Roll { outdated } => format!("roll {outdated} outdated node(s)"),
+        Step::Roll { outdated, .. } => format!("roll {outdated} outdated node(s)"),
     }
 }
 
@@ -197,7 +203,8 @@ async fn run_step(
         Step::SetBounds { to } => with_retry(|| provider.set_bounds(pool, *to))
             .await
             .map_err(err),
-        Step::Scale { to, .. } => with_retry(|| provider.set_size(pool, *to))
+        // Growing launches nodes on the current template: nothing disrupts.
+        Step::Scale { from, to } if to >= from => with_retry(|| provider.set_size(pool, *to))
             .await
             .map_err(err),
         Step::UpdateInPlace { to } => with_retry(|| provider.update_in_place(pool, to))
@@ -206,9 +213,84 @@ async fn run_step(
         Step::SetTemplate { to } => with_retry(|| provider.set_template(pool, to))
             .await
             .map_err(err),
-        Step::Roll { outdated } => Err(format!(
-            "replacing {outdated} outdated node(s) needs the rollout executor, which this build does not include yet; \
-             no node was replaced (the template for new nodes is set)"
+        Step::Roll { size, template, .. } => {
+            roll(p, provider_of(ctx, p)?, (**template).clone(), *size, ctx).await
+        }
+        // Shrinking goes through the executor too: victims are drained first and
+        // the budget holds. When the pool also rolls, the roll converges on the
+        // new size itself.
+        Step::Scale { to, .. } => {
+            if p.steps.iter().any(|s| matches!(s, Step::Roll { .. })) {
+                return Ok(());
+            }
+            let names = [pool.to_string()];
+            let current = with_retry(|| provider.describe_pools(&names))
+                .await
+                .map_err(err)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| format!("pool {pool} no longer exists"))?;
+            roll(p, provider_of(ctx, p)?, current.template, *to, ctx).await
+        }
+    }
+}
+
+fn provider_of(
+    ctx: &ApplyContext<'_>,
+    p: &PoolPlan,
+) -> Result<std::sync::Arc<dyn Provider>, String> {
+    ctx.providers
+        .get(&p.provider)
+        .cloned()
+        .ok_or_else(|| format!("provider {:?} is not available", p.provider))
+}
+
+/// Run the shared rollout executor until the pool converges, stops for a
+/// human, or waits on the disruption policy with nothing in flight.
+async fn roll(
+    p: &PoolPlan,
+    provider: std::sync::Arc<dyn Provider>,
+    template: crate::model::NodeTemplate,
+    size: u32,
+    ctx: &mut ApplyContext<'_>,
+) -> Result<(), String> {
+    let entry = ctx
+        .config
+        .pools
+        .get(&p.pool)
+        .ok_or_else(|| format!("{} is not in the desired state", p.pool))?;
+    let doc = &entry.doc;
+    let poll = provider.capabilities().poll_interval;
+    let mut rollout = Rollout::start(
+        &p.pool,
+        template,
+        Settings::from_doc(doc, size),
+        provider,
+        ctx.providers.drainer(&p.provider),
+        ctx.journal,
+        ctx.events,
+        ctx.clock,
+        doc.spec.disruption.clone(),
+    )
+    .await?;
+    rollout.override_policy = ctx.override_policy;
+    match rollout.run(poll).await? {
+        Status::Completed => Ok(()),
+        Status::Running => {
+            (ctx.progress)(&format!(
+                "nodepool.{}: waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows",
+                p.pool
+            ));
+            Ok(())
+        }
+        Status::RolledBack { reason, .. } => Err(format!("rolled back: {reason}")),
+        Status::Degraded { reason } => Err(format!(
+            "Degraded: {reason}. After looking into it: `poolwright rollout resume {}`",
+            p.pool
+        )),
+        Status::Paused { reason } => Err(format!(
+            "paused ({reason}); `poolwright rollout resume {}` continues it",
+            p.pool
         )),
     }
 }

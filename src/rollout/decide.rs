@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use super::state::{Mark, RolloutState, Settings, Status};
-use crate::model::{Node, NodeState, NodeTemplate};
+use crate::model::{Node, NodeState, NodeTemplate, TemplateHash};
 use crate::spec::types::{OnDrainTimeout, OnFailure};
 use crate::spec::values::Duration;
 
@@ -84,9 +84,12 @@ fn note(event: &'static str, node: Option<&str>, message: impl Into<String>) -> 
     }
 }
 
-/// Available: healthy for `minReady`, not cordoned, and not being taken down.
-fn is_available(
+/// Available: healthy, not cordoned, not being taken down, and, for a new node
+/// (on the target template), healthy for `minReady`. An old node that is healthy
+/// is serving: however recently it became healthy, it counts.
+pub fn is_available(
     n: &Node,
+    target: TemplateHash,
     marks: &BTreeMap<String, Mark>,
     min_ready: Duration,
     now: Timestamp,
@@ -94,7 +97,7 @@ fn is_available(
     n.state == NodeState::Healthy
         && !n.cordoned
         && !marks.contains_key(&n.id)
-        && n.healthy_since.is_some_and(|h| after(h, min_ready) <= now)
+        && (n.template != target || n.healthy_since.is_some_and(|h| after(h, min_ready) <= now))
 }
 
 /// Start a rollout towards `target`, or supersede `prior` (a rollout towards an
@@ -108,6 +111,7 @@ pub fn begin(
     prior: Option<&RolloutState>,
     now: Timestamp,
 ) -> RolloutState {
+    let target_hash = target.hash();
     let carried: BTreeMap<String, Mark> = prior
         .map(|p| {
             p.marks
@@ -125,7 +129,8 @@ pub fn begin(
     let available = nodes
         .iter()
         .filter(|n| {
-            n.state != NodeState::Terminating && is_available(n, &carried, settings.min_ready, now)
+            n.state != NodeState::Terminating
+                && is_available(n, target_hash, &carried, settings.min_ready, now)
         })
         .count() as u32;
     let floor = settings
@@ -320,7 +325,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
     let total = inp.provider_size.max(live.len() as u32);
     let available = live
         .iter()
-        .filter(|n| is_available(n, &s.marks, set.min_ready, now))
+        .filter(|n| is_available(n, target, &s.marks, set.min_ready, now))
         .count() as u32;
     let updated_live = live
         .iter()
@@ -334,7 +339,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
         .count() as u32;
     let updated_available = live
         .iter()
-        .filter(|n| n.template == target && is_available(n, &s.marks, set.min_ready, now))
+        .filter(|n| n.template == target && is_available(n, target, &s.marks, set.min_ready, now))
         .count() as u32;
     let pending_new = updated_live - updated_available.min(updated_live);
     let in_drain = s
@@ -351,7 +356,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
     s.healthy_seen.retain(|id| live.iter().any(|n| &n.id == id));
     for n in live
         .iter()
-        .filter(|n| n.template == target && is_available(n, &s.marks, set.min_ready, now))
+        .filter(|n| n.template == target && is_available(n, target, &s.marks, set.min_ready, now))
     {
         if s.healthy_seen.insert(n.id.clone()) {
             notes.push(note(
@@ -479,7 +484,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
                 .collect();
             extra.sort_by_key(|n| {
                 (
-                    is_available(n, &s.marks, set.min_ready, now),
+                    is_available(n, target, &s.marks, set.min_ready, now),
                     std::cmp::Reverse(n.launched_at),
                 )
             });
@@ -487,7 +492,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
         }
         candidates.sort_by_key(|n| {
             (
-                is_available(n, &s.marks, set.min_ready, now),
+                is_available(n, target, &s.marks, set.min_ready, now),
                 n.template == target,
                 n.launched_at,
             )
@@ -504,7 +509,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
             if limit == 0 {
                 break;
             }
-            let avail = is_available(n, &s.marks, set.min_ready, now);
+            let avail = is_available(n, target, &s.marks, set.min_ready, now);
             if avail {
                 if spare == 0 {
                     continue;

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::decide::{Action, Inputs, Note, begin, decide};
+use super::decide::{Action, Inputs, Note, begin, decide, is_available};
 use super::drain::Drainer;
 use super::journal::Journal;
 use super::state::{Mark, RolloutState, Settings, Status};
 use crate::clock::Clock;
-use crate::model::{NodeState, NodeTemplate, ObservedPool};
+use crate::model::{NodeTemplate, ObservedPool};
 use crate::policy;
 use crate::provider::{ErrorKind, Provider};
 use crate::reconcile::events::{Counts, Event, EventSink};
@@ -130,7 +130,9 @@ impl<'a> Rollout<'a> {
         if self.saved.as_ref() == Some(&self.state) {
             return Ok(());
         }
-        self.journal.save(&self.state).map_err(|e| format!("{e:#}"))?;
+        self.journal
+            .save(&self.state)
+            .map_err(|e| format!("{e:#}"))?;
         self.saved = Some(self.state.clone());
         Ok(())
     }
@@ -141,15 +143,13 @@ impl<'a> Rollout<'a> {
         let live = pool.live_nodes();
         c.available = live
             .filter(|n| {
-                n.state == NodeState::Healthy
-                    && !n.cordoned
-                    && !self.state.marks.contains_key(&n.id)
-                    && n.healthy_since.is_some_and(|h| {
-                        let min =
-                            jiff::SignedDuration::try_from(self.state.settings.min_ready.as_std())
-                                .unwrap_or_default();
-                        h.saturating_add(min).is_ok_and(|t| t <= self.clock.now())
-                    })
+                is_available(
+                    n,
+                    self.state.target,
+                    &self.state.marks,
+                    self.state.settings.min_ready,
+                    self.clock.now(),
+                )
             })
             .count() as u32;
         c
@@ -367,7 +367,7 @@ impl<'a> Rollout<'a> {
                     }
                 }
             }
-            tokio::time::sleep(poll).await;
+            self.clock.sleep(poll).await;
         }
     }
 }

@@ -13,7 +13,7 @@ use poolwright::reconcile::{ApplyContext, ApplyOutcome, EventSink, apply_plan, o
 use poolwright::spec::{Config, Limits, load_dir};
 use poolwright::store::{Inventory, StateDir};
 
-pub const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 7}\n";
+pub const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 7, speed: 100}\n";
 
 /// A NodePool document; `extra` is appended to its spec (indented by two spaces).
 pub fn pool(name: &str, size: u32, image: &str, extra: &str) -> String {
@@ -112,7 +112,11 @@ impl World {
         let plan = plan::plan(&config, &observed, &inventory, &self.options());
         let events = EventSink::none();
         let path = self.state_dir().inventory();
+        let journal = poolwright::rollout::Journal::new(self.state_dir().journal_dir());
         let mut ctx = ApplyContext {
+            config: &config,
+            journal: &journal,
+            override_policy: false,
             providers: &providers,
             inventory: &mut inventory,
             inventory_path: &path,

@@ -124,6 +124,8 @@ pub struct Scenario {
     pub start: &'static str,
     /// Change the target at this second (superseding the rollout).
     pub supersede_at: Option<(i64, NodeTemplate)>,
+    /// Seconds between creating the pool and starting the rollout.
+    pub settle_seconds: i64,
 }
 
 impl Scenario {
@@ -136,6 +138,7 @@ impl Scenario {
             max_seconds: 4 * 3600,
             start: "2026-12-02T12:00:00Z",
             supersede_at: None,
+            settle_seconds: 600,
         }
     }
 
@@ -159,7 +162,7 @@ impl Scenario {
         // A fresh pool may not fit a quota that is meant to refuse surge only.
         let quota = self.sim.quota;
         rt.block_on(sim.create_pool(&spec)).unwrap();
-        clock.advance(SignedDuration::from_secs(600));
+        clock.advance(SignedDuration::from_secs(self.settle_seconds));
         let _ = quota;
 
         let journal_dir = tempfile::tempdir().unwrap();
