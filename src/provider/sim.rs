@@ -180,6 +180,24 @@ impl Sim {
         })
     }
 
+    /// Append the call to `NAME.audit.jsonl` beside the state: the provider's
+    /// own record of what it was asked to do (who terminated what, and when).
+    fn audit(&self, now: Timestamp, call: &str) {
+        use std::io::Write;
+        let Some(path) = &self.path else {
+            return;
+        };
+        let line = serde_json::json!({"ts": now, "call": call}).to_string() + "\n";
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path.with_extension("audit.jsonl"));
+        // The audit is a record, not state: failing to write it must not fail the call.
+        if let Ok(mut f) = file {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
     fn scaled(&self, d: std::time::Duration) -> SignedDuration {
         let secs = d.as_secs_f64() / self.speed;
         SignedDuration::try_from_secs_f64(secs).unwrap_or(SignedDuration::MAX)
@@ -394,6 +412,7 @@ impl Sim {
         let out = f(self, &mut fleet, now, &call)?;
         self.converge(&mut fleet, pool, now);
         self.save(&fleet)?;
+        self.audit(now, &call);
         Ok(out)
     }
 }
