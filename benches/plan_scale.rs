@@ -107,7 +107,7 @@ fn main() {
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect(),
-        unreachable: Default::default(),
+        ..Default::default()
     };
     let observe = t.elapsed();
     let node_count: usize = observed.pools.values().map(|p| p.nodes.len()).sum();

@@ -3,10 +3,14 @@
 #
 # This is the README's test command and what CI runs after fmt and clippy.
 # It installs and starts whatever the tests need, and fails loudly when that
-# cannot be done (no test is silently skipped).
+# cannot be done (no test is silently skipped). Today every test runs against
+# the embedded simulator and real `poolwright` processes; the AWS (moto) and
+# Kubernetes (kube-apiserver + kine + kwok) harnesses join here with their issues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo test (unit, integration, property and CLI tests)"
-cargo test --locked --all-targets
-cargo test --locked --doc
+command -v git >/dev/null || { echo "scripts/test.sh: git is required (plan provenance tests)" >&2; exit 1; }
+
+echo "== cargo test: unit, integration, property, snapshot, CLI and crash-resume tests"
+# Benchmarks (benches/) are not tests: run them with `cargo bench`, figures in BENCHMARKS.md.
+cargo test --locked

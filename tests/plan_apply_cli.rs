@@ -390,3 +390,97 @@ fn an_empty_directory_deletes_nothing_even_with_prune() {
     assert!(Path::new(&c.path(".poolwright/sim/sim.json")).exists());
     assert_eq!(sim_pools(&c), ["web"]);
 }
+
+// ------------------------------------------------------------------ rollouts
+
+const BAD_IMAGE_PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 1, speed: 100, failures: {brokenImages: [img-bad]}}\n";
+
+fn rolling_pool(image: &str, on_failure: &str) -> String {
+    pool(
+        "web",
+        2,
+        image,
+        &format!(
+            "  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    onFailure: {on_failure}\n    health: {{startupTimeout: 2s, minReady: 100ms}}\n"
+        ),
+    )
+}
+
+#[test]
+fn a_bad_image_degrades_the_pool_until_a_human_resumes() {
+    let c = Cli::new();
+    c.write("config/providers.yaml", BAD_IMAGE_PROVIDER);
+    c.write("config/web.yaml", &rolling_pool("img-1", "pause"));
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+
+    c.write("config/web.yaml", &rolling_pool("img-bad", "pause"));
+    let o = c.run(&[
+        "apply",
+        "config",
+        "--auto-approve",
+        "--events",
+        "events.jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("Degraded: node web-") && e.contains("did not become healthy within 2s"),
+        "{e}"
+    );
+    assert!(e.contains("poolwright rollout resume web"), "{e}");
+    let events = std::fs::read_to_string(c.path("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"event\":\"node_failed\"") && events.contains("\"event\":\"degraded\"")
+    );
+    assert!(
+        !events.contains("\"event\":\"drain_started\""),
+        "no old node was taken down"
+    );
+
+    let o = c.run(&["rollout", "status", "web"]);
+    assert!(out(&o).contains("nodepool.web: Degraded"), "{}", out(&o));
+    let o = c.run(&["rollout", "resume", "web"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out(&o).contains("resumed"));
+
+    // A fixed image supersedes the failed rollout and completes.
+    c.write("config/web.yaml", &rolling_pool("img-2", "pause"));
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(
+        c.run(&["plan", "config", "--detailed-exitcode"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert!(out(&c.run(&["rollout", "status", "web"])).contains("no rollout in progress"));
+}
+
+#[test]
+fn a_rolled_back_template_is_not_retried_until_resumed() {
+    let c = Cli::new();
+    c.write("config/providers.yaml", BAD_IMAGE_PROVIDER);
+    c.write("config/web.yaml", &rolling_pool("img-1", "rollback"));
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.write("config/web.yaml", &rolling_pool("img-bad", "rollback"));
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("rolled back"), "{}", err(&o));
+
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("failed and was rolled back; run `poolwright rollout resume web`"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(c.run(&["rollout", "resume", "web"]).status.code(), Some(0));
+}

@@ -9,8 +9,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod rollout_cmd;
 mod saved;
 mod workflow;
+
+pub use rollout_cmd::RolloutAction;
 
 /// Exit codes shared by every command (documented in the README).
 pub mod exit {
@@ -90,6 +93,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,
     },
+    /// Pause, resume or inspect a pool's rollout
+    Rollout {
+        #[arg(value_enum)]
+        action: RolloutAction,
+        /// The pool's name
+        pool: String,
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+    },
     /// Print the JSON Schema (draft-07) of the desired-state documents
     Schema,
     /// Print a shell completion script
@@ -165,6 +177,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             auto_approve,
             events,
         } => workflow::apply(&target, &common, auto_approve, events.as_deref()),
+        Command::Rollout {
+            action,
+            pool,
+            state_dir,
+        } => rollout_cmd::rollout(action, &pool, &state_dir),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
             Ok(exit::OK)

@@ -67,7 +67,8 @@ pub(super) async fn snapshot(
 ) -> anyhow::Result<Snapshot> {
     let providers = Providers::build(&config, &state.root, clock);
     let inventory = Inventory::load(&state.inventory())?;
-    let observed = observe(&config, &inventory, &providers).await;
+    let mut observed = observe(&config, &inventory, &providers).await;
+    observed.rollouts_in_progress = Journal::new(state.journal_dir()).pools();
     Ok(Snapshot {
         config,
         providers,
@@ -132,6 +133,32 @@ pub(super) fn plan(
     } else {
         exit::OK
     })
+}
+
+/// One line per step on a terminal: the pool's progress as a bar, and the step.
+fn progress_line(e: &crate::reconcile::Event) {
+    let Some(c) = e.counts else {
+        eprintln!("  {:<12} {}: {}", e.pool, e.event, e.message);
+        return;
+    };
+    let width = 20usize;
+    let done = if c.desired == 0 {
+        width
+    } else {
+        (c.updated.min(c.desired) as usize * width) / c.desired as usize
+    };
+    eprintln!(
+        "  {:<12} [{}{}] {}/{} updated, {} available, {} nodes  {}{}",
+        e.pool,
+        "#".repeat(done),
+        "-".repeat(width - done),
+        c.updated.min(c.desired),
+        c.desired,
+        c.available,
+        c.total,
+        e.event,
+        e.node.as_ref().map(|n| format!(" {n}")).unwrap_or_default()
+    );
 }
 
 fn confirm() -> anyhow::Result<bool> {
@@ -204,11 +231,14 @@ pub(super) fn apply(
         println!("\nApply cancelled.");
         return Ok(exit::FAILED);
     }
-    let sink = match events {
+    let mut sink = match events {
         Some(path) => EventSink::to_file(path)?,
         None => EventSink::none(),
     };
     let tty = std::io::stderr().is_terminal();
+    if tty {
+        sink = sink.observed_by(progress_line);
+    }
     let progress = move |line: &str| {
         if tty {
             eprintln!("{line}");

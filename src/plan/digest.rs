@@ -50,6 +50,9 @@ pub fn observed_digest(observed: &Observed) -> String {
             h.update(t.to_le_bytes());
         }
     }
+    for pool in &observed.rollouts_in_progress {
+        h.update(pool.as_bytes());
+    }
     for (provider, err) in &observed.unreachable {
         h.update(provider.as_bytes());
         h.update(err.as_bytes());

@@ -21,6 +21,9 @@ pub struct Observed {
     pub pools: BTreeMap<String, ObservedPool>,
     /// Providers that could not be asked, with the error.
     pub unreachable: BTreeMap<String, String>,
+    /// Pools with a rollout journal: an earlier apply is mid-rollout, so their
+    /// surge nodes and template are poolwright's own doing, not drift.
+    pub rollouts_in_progress: BTreeSet<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,7 +275,10 @@ fn plan_pool(
             &in_place,
         )),
     );
-    if let Some(last) = entry.and_then(|e| e.last_applied.as_ref()) {
+    let resuming = observed.rollouts_in_progress.contains(name);
+    if let Some(last) = entry.and_then(|e| e.last_applied.as_ref())
+        && !resuming
+    {
         p.drift = drift(last, obs, doc, &spec);
     }
 
@@ -355,6 +361,11 @@ fn plan_pool(
         _ => Headline::NoOp,
     };
     p.reason = match (&p.rollout, updates) {
+        (Some(r), _) if resuming => format!(
+            "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template",
+            r.outdated,
+            obs.live_nodes().count()
+        ),
         (Some(r), _) => format!(
             "{} of {} nodes run an outdated template",
             r.outdated,

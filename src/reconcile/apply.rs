@@ -156,6 +156,12 @@ async fn run_step(
 ) -> Result<(), String> {
     let pool = p.pool.as_str();
     let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
+    // With a roll, the executor owns the template change (so it knows what to
+    // roll back to) and the size (it creates up to the target itself).
+    let rolls = p.steps.iter().any(|s| matches!(s, Step::Roll { .. }));
+    if rolls && matches!(step, Step::SetTemplate { .. } | Step::Scale { .. }) {
+        return Ok(());
+    }
     match step {
         Step::CreatePool { spec } => {
             // Intent first: ours before it exists.
@@ -220,9 +226,6 @@ async fn run_step(
         // the budget holds. When the pool also rolls, the roll converges on the
         // new size itself.
         Step::Scale { to, .. } => {
-            if p.steps.iter().any(|s| matches!(s, Step::Roll { .. })) {
-                return Ok(());
-            }
             let names = [pool.to_string()];
             let current = with_retry(|| provider.describe_pools(&names))
                 .await
@@ -260,6 +263,14 @@ async fn roll(
         .get(&p.pool)
         .ok_or_else(|| format!("{} is not in the desired state", p.pool))?;
     let doc = &entry.doc;
+    if let Some(cluster) = &doc.spec.cluster_ref {
+        // Replacing Kubernetes nodes without draining them breaks workloads.
+        return Err(format!(
+            "the pool is attached to cluster {:?}, and this build cannot cordon and drain Kubernetes nodes yet; \
+             no node was replaced (remove clusterRef to replace nodes without draining)",
+            cluster.value
+        ));
+    }
     let poll = provider.capabilities().poll_interval;
     let mut rollout = Rollout::start(
         &p.pool,

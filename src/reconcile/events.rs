@@ -46,10 +46,13 @@ pub struct Event {
 
 /// Where events go: a JSONL file (flushed per line, so a crash loses nothing
 /// already reported) and/or memory (tests).
+type Observer = Box<dyn Fn(&Event) + Send + Sync>;
+
 #[derive(Default)]
 pub struct EventSink {
     file: Option<Mutex<std::fs::File>>,
     memory: Option<Mutex<Vec<Event>>>,
+    observer: Option<Observer>,
 }
 
 impl EventSink {
@@ -65,18 +68,27 @@ impl EventSink {
             .map_err(|e| anyhow::anyhow!("opening events file {}: {e}", path.display()))?;
         Ok(EventSink {
             file: Some(Mutex::new(file)),
-            memory: None,
+            ..EventSink::default()
         })
     }
 
     pub fn in_memory() -> Self {
         EventSink {
-            file: None,
             memory: Some(Mutex::new(Vec::new())),
+            ..EventSink::default()
         }
     }
 
+    /// Also show every event to `observer` (progress on a terminal).
+    pub fn observed_by(mut self, observer: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
     pub fn emit(&self, event: Event) {
+        if let Some(o) = &self.observer {
+            o(&event);
+        }
         if let Some(f) = &self.file {
             let mut line = serde_json::to_vec(&event).expect("an event serializes");
             line.push(b'\n');

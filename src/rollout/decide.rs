@@ -172,8 +172,9 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
     // Marks of nodes that are gone are done with. A Terminating mark on a node
     // still running means the call never reached the provider (we crashed
     // between writing the intent and calling): take it up again.
-    s.marks
-        .retain(|id, _| inp.nodes.iter().any(|n| &n.id == id));
+    let observed_ids: std::collections::HashSet<&str> =
+        inp.nodes.iter().map(|n| n.id.as_str()).collect();
+    s.marks.retain(|id, _| observed_ids.contains(id.as_str()));
     for n in inp.nodes {
         if let Some(Mark::Terminating { .. }) = s.marks.get(&n.id)
             && n.state != NodeState::Terminating
@@ -353,7 +354,8 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
         .filter(|m| matches!(m, Mark::Terminating { .. }))
         .count() as u32;
 
-    s.healthy_seen.retain(|id| live.iter().any(|n| &n.id == id));
+    s.healthy_seen
+        .retain(|id| observed_ids.contains(id.as_str()));
     for n in live
         .iter()
         .filter(|n| n.template == target && is_available(n, target, &s.marks, set.min_ready, now))

@@ -47,6 +47,21 @@ impl Journal {
         }
     }
 
+    /// Pools that have a journal (a rollout in progress, stopped, or rolled back).
+    pub fn pools(&self) -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".json")
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
