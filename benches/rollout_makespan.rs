@@ -71,6 +71,7 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         on_failure: OnFailure::Pause,
         max_failed_nodes: 3,
         canary: false,
+        reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
         batch_synchronous: batch,

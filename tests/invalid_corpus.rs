@@ -81,3 +81,10 @@ fn several_documents_report_all_their_errors_at_once() {
     let got = actual(&corpus_dir().join("several-errors-in-one-file.yaml"));
     assert_eq!(got.len(), 4, "{got:#?}");
 }
+
+#[test]
+fn one_document_reports_all_its_structural_errors_at_once() {
+    let got = actual(&corpus_dir().join("several-structural-errors-in-one-document.yaml"));
+    let lines: Vec<&str> = got.iter().map(|d| d.split(':').next().unwrap()).collect();
+    assert_eq!(lines, ["15", "17", "18", "20", "24", "25"], "{got:#?}");
+}

@@ -338,3 +338,28 @@ fn old_nodes_that_are_healthy_count_as_available_however_recently() {
     assert_bounds(&run, 5, 2, 0);
     assert!(run.first("node_create_requested").unwrap() < run.first("drain_started").unwrap());
 }
+
+#[test]
+fn reimage_mode_replaces_nodes_in_place_without_new_machines() {
+    let mut sc = Scenario::new(4, 0, 1);
+    sc.settings.reimage = true;
+    let before: Vec<String> = {
+        // Node ids are the machines: the same ids must remain.
+        (0..4).map(|i| format!("web-{i:05}")).collect()
+    };
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds(&run, 4, 0, 1);
+    assert_eq!(run.count("reimage_requested"), 4);
+    assert_eq!(run.count("node_create_requested"), 0);
+    assert_eq!(run.count("terminate_requested"), 0);
+    let mut after: Vec<String> = run.final_pool.live_nodes().map(|n| n.id.clone()).collect();
+    after.sort();
+    assert_eq!(after, before);
+    let target = template("img-2").hash();
+    assert!(
+        run.final_pool
+            .live_nodes()
+            .all(|n| n.template == target && n.state == NodeState::Healthy && !n.cordoned)
+    );
+}

@@ -57,6 +57,7 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
                     Mark::DrainFailed => "drain failed; cordoned".into(),
                     Mark::Quarantined => "quarantined; cordoned".into(),
                     Mark::Terminating { at } => format!("terminating since {at}"),
+                    Mark::Reimaging { at } => format!("reimaging since {at}"),
                 };
                 println!("  {node}: {what}");
             }

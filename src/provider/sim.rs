@@ -625,6 +625,7 @@ impl Provider for Sim {
             // Same machine, new disk: boot and health start over on the new template.
             n.template = hash;
             n.serial = serial;
+            n.launched_at = now;
             n.running_at = now.saturating_add(d.boot).unwrap_or(now);
             n.healthy_at = (!d.never_healthy && !broken).then(|| {
                 n.running_at

@@ -271,6 +271,12 @@ async fn roll(
             cluster.value
         ));
     }
+    if doc.spec.rollout.reimage.value && !provider.capabilities().reimage {
+        return Err(format!(
+            "rollout.reimage is set, but provider {:?} cannot reimage nodes; no node was replaced",
+            p.provider
+        ));
+    }
     let poll = provider.capabilities().poll_interval;
     let mut rollout = Rollout::start(
         &p.pool,

@@ -50,6 +50,8 @@ pub enum Action {
     ForceDrain { node: String },
     /// Terminate a node and lower the provider size by one.
     Terminate { node: String },
+    /// Reimage a drained node onto the target template, in place.
+    Reimage { node: String },
     /// Set the template new nodes launch with (rollback).
     SetTemplate { template: Box<NodeTemplate> },
 }
@@ -182,6 +184,16 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
             actions.push(Action::Terminate { node: n.id.clone() });
         }
     }
+    for n in inp.nodes {
+        if let Some(Mark::Reimaging { .. }) = s.marks.get(&n.id) {
+            if n.template == s.target {
+                // Reimaged: from here on a new node like any other.
+                s.marks.remove(&n.id);
+            } else {
+                actions.push(Action::Reimage { node: n.id.clone() });
+            }
+        }
+    }
     let live: Vec<&Node> = inp
         .nodes
         .iter()
@@ -265,7 +277,16 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
             .get(&id)
             .cloned()
             .unwrap_or(DrainProgress::Running);
-        if progress == DrainProgress::Done {
+        if progress == DrainProgress::Done && set.reimage && set.budget.surge == 0 {
+            s.marks.insert(id.clone(), Mark::Reimaging { at: now });
+            actions.push(Action::Reimage { node: id.clone() });
+            s.removed += 1;
+            notes.push(note(
+                "node_drained",
+                Some(&id),
+                "drained; reimaging in place",
+            ));
+        } else if progress == DrainProgress::Done {
             s.marks.insert(id.clone(), Mark::Terminating { at: now });
             actions.push(Action::Terminate { node: id.clone() });
             s.removed += 1;
@@ -351,7 +372,7 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
     let in_termination = s
         .marks
         .values()
-        .filter(|m| matches!(m, Mark::Terminating { .. }))
+        .filter(|m| matches!(m, Mark::Terminating { .. } | Mark::Reimaging { .. }))
         .count() as u32;
 
     s.healthy_seen

@@ -299,6 +299,27 @@ impl<'a> Rollout<'a> {
                     Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
                 }
             }
+            Action::Reimage { node } => {
+                match with_retry(|| self.provider.reimage_node(pool, &node)).await {
+                    Ok(()) => {
+                        if let Err(e) = self.drainer.uncordon(pool, &node).await {
+                            self.emit(
+                                "step_failed",
+                                Some(node.clone()),
+                                Some(observed),
+                                format!("uncordon after reimage failed: {e}"),
+                            );
+                        }
+                        self.emit(
+                            "reimage_requested",
+                            Some(node),
+                            Some(observed),
+                            "reimaging onto the target template".into(),
+                        );
+                    }
+                    Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
+                }
+            }
             Action::SetTemplate { template } => {
                 if let Err(e) = with_retry(|| self.provider.set_template(pool, &template)).await {
                     self.emit("step_failed", None, Some(observed), e.to_string());

@@ -24,6 +24,9 @@ pub struct Settings {
     pub on_failure: OnFailure,
     pub max_failed_nodes: u32,
     pub canary: bool,
+    /// Reimage drained nodes in place instead of terminating them.
+    #[serde(default)]
+    pub reimage: bool,
     /// (percent, bake time), increasing.
     pub checkpoints: Vec<(u32, Duration)>,
     pub progress_deadline: Option<Duration>,
@@ -46,6 +49,7 @@ impl Settings {
             on_failure: r.on_failure,
             max_failed_nodes: r.max_failed_nodes.value.clamp(1, u32::MAX as i64) as u32,
             canary: r.canary,
+            reimage: r.reimage.value,
             checkpoints: r
                 .checkpoints
                 .iter()
@@ -104,6 +108,9 @@ pub enum Mark {
     Quarantined,
     /// Termination requested (intent written before the call).
     Terminating { at: Timestamp },
+    /// Reimage requested (intent written before the call); cleared once the
+    /// node reports the target template.
+    Reimaging { at: Timestamp },
 }
 
 /// The journal of one pool's rollout.

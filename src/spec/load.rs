@@ -344,24 +344,26 @@ pub fn parse_file(file: &SourceFile, limits: &Limits) -> (Vec<Sourced>, Vec<Diag
     for chunk in &chunks {
         let start = Pos::new(chunk.first_line, 1);
         let _offset = LineOffset::set(chunk.lines_before);
-        match parse_document(name, start, chunk.text, &options) {
+        match parse_document(name, start, chunk.text, chunk.lines_before, &options) {
             Ok(doc) => docs.push(Sourced {
                 file: name.to_string(),
                 pos: start,
                 doc,
             }),
-            Err(d) => diags.push(d),
+            Err(mut d) => diags.append(&mut d),
         }
     }
     (docs, diags)
 }
 
-fn parse_document(
+/// Read `apiVersion` and `kind` first, so that a wrong one is reported as such
+/// rather than as a type error deep inside the document.
+fn document_kind(
     file: &str,
     start: Pos,
     text: &str,
     options: &serde_saphyr::Options,
-) -> Result<Document, Diagnostic> {
+) -> Result<At<String>, Diagnostic> {
     let header: Header =
         serde_saphyr::from_str_with_options(text, options.clone()).map_err(|e| {
             match e.without_snippet() {
@@ -391,30 +393,115 @@ fn parse_document(
     let kind = header
         .kind
         .ok_or_else(|| Diagnostic::error(file, start, "missing required field \"kind\""))?;
-    let de = |e: YamlError| yaml_error(file, start, &e);
-    let opts = || options.clone();
-    Ok(match kind.value.as_str() {
-        "Provider" => {
-            Document::Provider(serde_saphyr::from_str_with_options(text, opts()).map_err(de)?)
-        }
-        "Cluster" => {
-            Document::Cluster(serde_saphyr::from_str_with_options(text, opts()).map_err(de)?)
-        }
-        "NodePool" => Document::NodePool(Box::new(
-            serde_saphyr::from_str_with_options(text, opts()).map_err(de)?,
-        )),
-        other => {
-            return Err(Diagnostic::error(
-                file,
-                kind.pos.or(start),
-                format!(
-                    "unknown kind {other:?}, expected one of {}{}",
-                    one_of(KINDS),
-                    did_you_mean(other, KINDS.iter().copied())
-                ),
-            ));
-        }
+    Ok(kind)
+}
+
+fn parse_document(
+    file: &str,
+    start: Pos,
+    text: &str,
+    lines_before: u32,
+    options: &serde_saphyr::Options,
+) -> Result<Document, Vec<Diagnostic>> {
+    let kind = document_kind(file, start, text, options).map_err(|d| vec![d])?;
+    let typed = |text: &str| -> Result<Document, YamlError> {
+        let opts = options.clone();
+        Ok(match kind.value.as_str() {
+            "Provider" => Document::Provider(serde_saphyr::from_str_with_options(text, opts)?),
+            "Cluster" => Document::Cluster(serde_saphyr::from_str_with_options(text, opts)?),
+            _ => Document::NodePool(Box::new(serde_saphyr::from_str_with_options(text, opts)?)),
+        })
+    };
+    if !KINDS.contains(&kind.value.as_str()) {
+        return Err(vec![Diagnostic::error(
+            file,
+            kind.pos.or(start),
+            format!(
+                "unknown kind {:?}, expected one of {}{}",
+                kind.value,
+                one_of(KINDS),
+                did_you_mean(&kind.value, KINDS.iter().copied())
+            ),
+        )]);
+    }
+    typed(text).map_err(|e| {
+        let first = yaml_error(file, start, &e);
+        let mut all = vec![first.clone()];
+        all.extend(later_errors(text, lines_before, &first, |t| {
+            typed(t).err().map(|e| yaml_error(file, start, &e))
+        }));
+        all
     })
+}
+
+/// Blank line `at` and the lines nested under it; then, while that leaves a
+/// parent key (`key:` on a line of its own) with nothing under it, blank the
+/// parent too, so it falls back to its default instead of becoming null.
+fn blank_subtree(lines: &mut [&str], at: usize) {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut at = at;
+    loop {
+        let depth = indent(lines[at]);
+        lines[at] = "";
+        for line in lines.iter_mut().skip(at + 1) {
+            if !line.trim().is_empty() && indent(line) <= depth {
+                break;
+            }
+            *line = "";
+        }
+        let Some(parent) = (0..at).rev().find(|&k| !lines[k].trim().is_empty()) else {
+            return;
+        };
+        let p = lines[parent];
+        let has_children = lines[parent + 1..]
+            .iter()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| indent(l) > indent(p));
+        if indent(p) >= depth || has_children || !p.trim_end().ends_with(':') {
+            return;
+        }
+        at = parent;
+    }
+}
+
+/// The errors after the first one in the same document. serde stops at the
+/// first; to report them all at once, blank the offending line (and the lines
+/// nested under it, keeping line numbers), parse again, and repeat. A later
+/// error is kept only if it comes after the previous one and is not a missing
+/// field or a syntax error, which blanking itself could have caused.
+fn later_errors(
+    text: &str,
+    lines_before: u32,
+    first: &Diagnostic,
+    parse: impl Fn(&str) -> Option<Diagnostic>,
+) -> Vec<Diagnostic> {
+    const MAX_ROUNDS: usize = 20;
+    let mut lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut last = first.clone();
+    for _ in 0..MAX_ROUNDS {
+        let Some(rel) = (last.line as usize).checked_sub(lines_before as usize + 1) else {
+            break;
+        };
+        if rel >= lines.len() || lines[rel].trim().is_empty() {
+            break;
+        }
+        blank_subtree(&mut lines, rel);
+        let mut retry = lines.join("\n");
+        retry.push('\n');
+        let Some(next) = parse(&retry) else {
+            break;
+        };
+        let induced = next.message.starts_with("missing required field")
+            || next.message.starts_with("while ")
+            || (next.line, next.column) <= (last.line, last.column);
+        if induced {
+            break;
+        }
+        found.push(next.clone());
+        last = next;
+    }
+    found
 }
 
 #[cfg(test)]

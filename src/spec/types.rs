@@ -438,6 +438,11 @@ pub struct Rollout {
     /// Replace one node first and wait `health.minReady` before the rest.
     #[serde(default)]
     pub canary: bool,
+    /// Reimage old nodes in place (drain, reimage, wait for health) instead of
+    /// terminating them and creating new ones; needs `maxSurge: 0` and a provider
+    /// that can reimage (the simulator can, Auto Scaling groups cannot).
+    #[serde(default)]
+    pub reimage: At<bool>,
     /// Pause at these completion percentages for a bake time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<At<Checkpoint>>,
@@ -467,6 +472,7 @@ impl Default for Rollout {
             drain: Drain::default(),
             health: Health::default(),
             canary: false,
+            reimage: At::bare(false),
             checkpoints: Vec::new(),
             on_failure: OnFailure::default(),
             max_failed_nodes: Rollout::default_max_failed_nodes(),

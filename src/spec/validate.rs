@@ -418,6 +418,13 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
             format!("maxSurge and maxUnavailable are both 0{how}: no node could ever be replaced; set one of them above 0"),
         );
     }
+    if r.reimage.value && !surge_zero {
+        let at = r.reimage.pos.or(fallback);
+        c.error(
+            at,
+            "rollout.reimage replaces nodes in place and needs maxSurge: 0 (with maxUnavailable above 0)",
+        );
+    }
     if r.health.startup_timeout == Duration::ZERO {
         c.error(
             fallback,

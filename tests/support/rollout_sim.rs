@@ -32,6 +32,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         on_failure: OnFailure::Pause,
         max_failed_nodes: 3,
         canary: false,
+        reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
         batch_synchronous: false,
