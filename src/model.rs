@@ -11,7 +11,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::spec::types::{NodePoolDoc, TaintEffect};
+// The spec's launch template reference and taint are plain data already.
+use crate::spec::types::NodePoolDoc;
+pub use crate::spec::types::{LaunchTemplateRef as LaunchTemplate, Taint};
 
 /// Identifies the disruptive part of a template. A node whose hash differs from
 /// its pool's desired hash is outdated and must be replaced.
@@ -57,17 +59,6 @@ pub struct NodeTemplate {
     pub plugin: BTreeMap<String, serde_json::Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LaunchTemplate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-}
-
 impl NodeTemplate {
     /// Stable across processes and releases: SHA-256 of the canonical JSON form.
     pub fn hash(&self) -> TemplateHash {
@@ -91,14 +82,6 @@ pub struct InPlace {
     pub taints: Vec<Taint>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Taint {
-    pub key: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    pub effect: TaintEffect,
 }
 
 /// Autoscaler bounds of a pool.
@@ -164,11 +147,7 @@ impl PoolSpec {
                 image: t.image.clone(),
                 instance_type: t.instance_type.clone(),
                 kubernetes_version: t.kubernetes_version.clone(),
-                launch_template: t.aws.as_ref().map(|a| LaunchTemplate {
-                    name: a.launch_template.name.clone(),
-                    id: a.launch_template.id.clone(),
-                    version: a.launch_template.version.clone(),
-                }),
+                launch_template: t.aws.as_ref().map(|a| a.launch_template.value.clone()),
                 instance_types: t
                     .aws
                     .as_ref()
@@ -179,15 +158,7 @@ impl PoolSpec {
             in_place: InPlace {
                 labels: t.labels.clone(),
                 annotations: t.annotations.clone(),
-                taints: t
-                    .taints
-                    .iter()
-                    .map(|x| Taint {
-                        key: x.key.clone(),
-                        value: x.value.clone(),
-                        effect: x.effect,
-                    })
-                    .collect(),
+                taints: t.taints.clone(),
                 tags: t.tags.clone(),
             },
             placement: s

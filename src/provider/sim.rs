@@ -417,6 +417,26 @@ impl Sim {
     }
 }
 
+/// A node that is not terminating, or NotFound: terminating or reimaging a
+/// node that is already going is refused, so nothing happens to it twice.
+fn live_node<'a>(
+    nodes: &'a mut [SimNode],
+    node: &str,
+    pool: &str,
+    call: &str,
+) -> Result<&'a mut SimNode> {
+    nodes
+        .iter_mut()
+        .find(|n| n.id == node && n.is_live())
+        .ok_or_else(|| {
+            ProviderError::new(
+                call,
+                ErrorKind::NotFound,
+                format!("node {node:?} is not a live node of {pool:?}"),
+            )
+        })
+}
+
 /// Nodes of a broken image never become healthy (a bad release, for demos and tests).
 fn is_broken(settings: &SimSettings, template: &NodeTemplate) -> bool {
     let images = &settings.failures.broken_images;
@@ -553,17 +573,7 @@ impl Provider for Sim {
                 .pools
                 .get_mut(pool)
                 .ok_or_else(|| Sim::not_found(call, pool))?;
-            let n = p
-                .nodes
-                .iter_mut()
-                .find(|n| n.id == node && n.is_live())
-                .ok_or_else(|| {
-                    ProviderError::new(
-                        call,
-                        ErrorKind::NotFound,
-                        format!("node {node:?} is not a live node of {pool:?}"),
-                    )
-                })?;
+            let n = live_node(&mut p.nodes, node, pool, call)?;
             sim.terminate(n, now);
             if decrement {
                 p.size = p.size.saturating_sub(1);
@@ -611,17 +621,7 @@ impl Provider for Sim {
                 .ok_or_else(|| Sim::not_found(call, pool))?;
             let hash = p.template_hash;
             let broken = is_broken(&sim.settings, &p.template);
-            let n = p
-                .nodes
-                .iter_mut()
-                .find(|n| n.id == node && n.is_live())
-                .ok_or_else(|| {
-                    ProviderError::new(
-                        call,
-                        ErrorKind::NotFound,
-                        format!("node {node:?} is not a live node of {pool:?}"),
-                    )
-                })?;
+            let n = live_node(&mut p.nodes, node, pool, call)?;
             // Same machine, new disk: boot and health start over on the new template.
             n.template = hash;
             n.serial = serial;

@@ -19,7 +19,6 @@ where
         match call().await {
             Ok(v) => return Ok(v),
             Err(e) if e.is_transient() => {
-                tracing_delay(&e, delay);
                 last = Some(e);
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
@@ -30,9 +29,4 @@ where
     let mut e = last.expect("at least one attempt failed");
     e.message = format!("{} (gave up after {ATTEMPTS} attempts)", e.message);
     Err(e)
-}
-
-fn tracing_delay(e: &ProviderError, delay: Duration) {
-    // Kept quiet on the terminal; the daemon logs through tracing.
-    let _ = (e, delay);
 }
