@@ -13,4 +13,12 @@ command -v git >/dev/null || { echo "scripts/test.sh: git is required (plan prov
 
 echo "== cargo test: unit, integration, property, snapshot, CLI and crash-resume tests"
 # Benchmarks (benches/) are not tests: run them with `cargo bench`, figures in BENCHMARKS.md.
-cargo test --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run (cargo's own last line is the doc-test suite).
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+exit "$status"
