@@ -172,8 +172,8 @@ impl Scenario {
         let mut target = template("img-2");
         let provider: Arc<dyn Provider> = sim.clone();
         let drainer = Arc::new(SimDrainer::new(sim.clone()));
-        let mut rollout = rt
-            .block_on(Rollout::start(
+        let start = |target: &NodeTemplate| {
+            rt.block_on(Rollout::start(
                 "web",
                 target.clone(),
                 self.settings.clone(),
@@ -184,7 +184,9 @@ impl Scenario {
                 clock.as_ref(),
                 self.disruption.clone(),
             ))
-            .unwrap();
+            .unwrap()
+        };
+        let mut rollout = start(&target);
         let floor = rollout.state.floor;
         let mut samples = Vec::new();
         let mut status = Status::Running;
@@ -195,19 +197,7 @@ impl Scenario {
             {
                 target = next.clone();
                 drop(rollout);
-                rollout = rt
-                    .block_on(Rollout::start(
-                        "web",
-                        target.clone(),
-                        self.settings.clone(),
-                        provider.clone(),
-                        drainer.clone(),
-                        &journal,
-                        &events,
-                        clock.as_ref(),
-                        self.disruption.clone(),
-                    ))
-                    .unwrap();
+                rollout = start(&target);
             }
             samples.push(sample(&rt, &sim, "web", t, &target).0);
             let mut step = 1;
