@@ -86,6 +86,20 @@ impl EventSink {
     }
 
     pub fn emit(&self, event: Event) {
+        // Every step is also a structured log record.
+        let counts = event.counts.unwrap_or_default();
+        tracing::info!(
+            pool = %event.pool,
+            event = event.event,
+            node = event.node.as_deref().unwrap_or(""),
+            desired = counts.desired,
+            total = counts.total,
+            available = counts.available,
+            updated = counts.updated,
+            outdated = counts.outdated,
+            "{}",
+            event.message
+        );
         if let Some(o) = &self.observer {
             o(&event);
         }
