@@ -2,7 +2,7 @@
 //! atomically (fsync, rename) BEFORE every side effect, so a restarted process
 //! knows what was in flight.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::state::RolloutState;
 use crate::store::atomic_write;
@@ -60,9 +60,5 @@ impl Journal {
                     .map(str::to_string)
             })
             .collect()
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }

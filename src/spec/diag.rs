@@ -53,10 +53,6 @@ impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
-
-    pub fn pos(&self) -> Pos {
-        Pos::new(self.line, self.column)
-    }
 }
 
 impl fmt::Display for Diagnostic {

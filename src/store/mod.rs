@@ -43,9 +43,6 @@ impl StateDir {
     pub fn inventory(&self) -> PathBuf {
         self.root.join("inventory.json")
     }
-    pub fn lock_file(&self) -> PathBuf {
-        self.root.join("lock")
-    }
     pub fn journal_dir(&self) -> PathBuf {
         self.root.join("journal")
     }
