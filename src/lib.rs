@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod daemon;
 pub mod gitrev;
 pub mod model;
 pub mod plan;

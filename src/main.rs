@@ -2,20 +2,14 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use poolwright::cli::{Cli, exit, normalize_args, run};
+use poolwright::cli::{Cli, Command, LogFormat, exit, normalize_args, run};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
-    // Structured logs on stderr, quiet unless asked for (RUST_LOG=info shows
-    // every rollout step); the plan and prompts are the CLI's real output.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .init();
     let cli = Cli::parse_from(normalize_args(std::env::args_os()));
+    init_logging(&cli);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -23,4 +17,49 @@ fn main() -> ExitCode {
             ExitCode::from(exit::FAILED)
         }
     }
+}
+
+/// Structured logs on stderr. The CLI is quiet unless asked (RUST_LOG=info shows
+/// every rollout step: the plan and prompts are its real output); the daemon
+/// logs at info, to journald under systemd, human on a terminal, JSON on request.
+fn init_logging(cli: &Cli) {
+    let (default_level, format) = match &cli.command {
+        Command::Run { log_format, .. } => ("info", *log_format),
+        _ => ("warn", LogFormat::Human),
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let format = match format {
+        // systemd sets JOURNAL_STREAM when stderr goes to the journal.
+        LogFormat::Auto if std::env::var_os("JOURNAL_STREAM").is_some() => LogFormat::Journald,
+        LogFormat::Auto => LogFormat::Human,
+        f => f,
+    };
+    let registry = tracing_subscriber::registry().with(filter);
+    match format {
+        LogFormat::Journald => match tracing_journald::layer() {
+            Ok(layer) => registry.with(layer).init(),
+            Err(e) => {
+                registry.with(human()).init();
+                tracing::warn!("journald is not reachable ({e}); logging to stderr");
+            }
+        },
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .init(),
+        _ => registry.with(human()).init(),
+    }
+}
+
+fn human<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
 }

@@ -21,7 +21,7 @@ fn validate_exits_0_on_a_valid_directory() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "examples is valid: 5 file(s), 1 provider(s), 0 cluster(s), 4 node pool(s)\n"
+        "examples is valid: 6 file(s), 1 provider(s), 0 cluster(s), 4 node pool(s), 2 disruption policy(ies)\n"
     );
     assert!(out.stderr.is_empty());
 }

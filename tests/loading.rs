@@ -226,10 +226,15 @@ fn documents_keep_their_file_line_numbers_across_separators() {
 #[test]
 fn a_valid_config_carries_defaults_and_positions() {
     let report = load_dir(&repo("examples/pools/batch.yaml"), &Limits::default());
-    // A single file without its provider has a dangling reference, and says so.
+    // A single file without its provider and shared policy has dangling
+    // references, and says so.
     let errors: Vec<String> = report.errors().map(|e| e.to_string()).collect();
-    assert_eq!(errors.len(), 1);
+    assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[0].contains("providerRef \"sim\" does not name a Provider"));
+    assert!(
+        errors[1]
+            .contains("disruption.policyRef \"year-end-freeze\" does not name a DisruptionPolicy")
+    );
 
     let config = load_dir(&repo("examples"), &Limits::default())
         .config
@@ -241,4 +246,39 @@ fn a_valid_config_carries_defaults_and_positions() {
     assert_eq!(rollout.health.min_ready.to_string(), "30s");
     assert_eq!(rollout.max_failed_nodes.value, 3);
     assert_eq!(rollout.max_unavailable.as_ref().unwrap().pos.line, 18);
+}
+
+#[test]
+fn a_shared_disruption_policy_is_resolved_into_its_pools_field_by_field() {
+    let config = load_dir(&repo("examples"), &Limits::default())
+        .config
+        .unwrap();
+    use poolwright::spec::types::DisruptionPolicy;
+    // api uses weekend-nights as it is.
+    let api = &config.pools["api"].doc.spec.disruption;
+    assert_eq!(api.policy(), DisruptionPolicy::AllowDuringMaintenanceWindow);
+    assert_eq!(api.windows.len(), 2);
+    assert_eq!(
+        api.windows[1].cron.as_ref().unwrap().as_str(),
+        "0 22 * * 1-5"
+    );
+    // batch: the year-end freeze ends by itself.
+    let batch = &config.pools["batch"].doc.spec.disruption;
+    assert_eq!(batch.policy(), DisruptionPolicy::Block);
+    assert_eq!(batch.until(), Some("2027-01-04T07:00:00Z".parse().unwrap()));
+
+    // A pool's own field overrides the shared one; the rest is inherited.
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join("all.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim}\n---\n\
+         apiVersion: poolwright/v1\nkind: DisruptionPolicy\nmetadata: {name: nights}\nspec:\n  policy: AllowDuringMaintenanceWindow\n  windows: [{start: \"01:00\", duration: 2h}]\n---\n\
+         apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  providerRef: sim\n  size: 1\n  template: {image: i}\n  disruption:\n    policyRef: nights\n    windows: [{start: \"03:00\", duration: 1h, timezone: Asia/Tokyo}]\n",
+    )
+    .unwrap();
+    let config = load_dir(tmp.path(), &Limits::default()).config.unwrap();
+    let web = &config.pools["web"].doc.spec.disruption;
+    assert_eq!(web.policy(), DisruptionPolicy::AllowDuringMaintenanceWindow);
+    assert_eq!(web.windows.len(), 1);
+    assert_eq!(web.windows[0].timezone.as_str(), "Asia/Tokyo");
 }

@@ -230,10 +230,13 @@ fn checkpoints_bake_before_continuing() {
 
 fn window_at(hour: &str, hours: u64) -> Disruption {
     Disruption {
-        policy: At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow),
+        policy: Some(At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow)),
+        policy_ref: None,
+        until: None,
         windows: vec![At::bare(Window {
             days: At::bare(Weekday::ALL.to_vec()),
-            start: TimeOfDay::parse(hour).unwrap(),
+            start: Some(At::bare(TimeOfDay::parse(hour).unwrap())),
+            cron: None,
             duration: At::bare(Duration::secs(hours * 3600)),
             timezone: At::bare("UTC".into()),
         })],
@@ -260,7 +263,7 @@ fn disruptive_steps_start_only_inside_the_window() {
         "the rollout spans several windows"
     );
     for e in run.events.iter().filter(|e| e.event == "drain_started") {
-        let t = e.ts.to_zoned_datetime(jiff::tz::TimeZone::UTC);
+        let t = e.ts.to_zoned(jiff::tz::TimeZone::UTC);
         assert!(
             t.hour() == 13 && t.minute() < 2,
             "drain started outside the window at {}",

@@ -11,6 +11,7 @@ use crate::store::DEFAULT_STATE_DIR;
 
 mod rollout_cmd;
 mod saved;
+mod status_cmd;
 mod workflow;
 
 pub use rollout_cmd::RolloutAction;
@@ -92,8 +93,77 @@ pub enum Command {
         /// Append one JSON object per line for every step to FILE
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,
+        /// Emergency: start disruptive steps even where a disruption policy holds
+        /// them (recorded as an event and in the daemon's status, with --reason)
+        #[arg(long, requires = "reason")]
+        override_disruption_policy: bool,
+        /// Why the disruption policy is overridden (required with the override)
+        #[arg(long, value_name = "TEXT", requires = "override_disruption_policy")]
+        reason: Option<String>,
+    },
+    /// Run as a service: watch DIR, reconcile on every change and on a periodic resync
+    ///
+    /// Serves /healthz, /readyz, /metrics and /v1/status on --listen (loopback by
+    /// default), notifies systemd (READY, STATUS, WATCHDOG, STOPPING), reloads on
+    /// SIGHUP, and on SIGTERM/SIGINT lets steps in flight reach a safe point and exits 0.
+    Run {
+        /// Desired-state directory (searched recursively)
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Shadow mode: plan and export the diffs (log, status, /v1/plan); never act
+        #[arg(long)]
+        dry_run: bool,
+        /// Reconcile the tree committed at HEAD of DIR's git repository, so
+        /// uncommitted edits are never applied; a new commit triggers a reconcile
+        #[arg(long)]
+        git_committed_only: bool,
+        /// Full resync period: observe every pool, correct drift
+        #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+        resync: std::time::Duration,
+        /// Most pools acted on at the same time (one worker per pool)
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+        parallelism: u16,
+        /// Address for status and metrics; anything beyond loopback must be asked for
+        #[arg(
+            long,
+            env = "POOLWRIGHT_LISTEN",
+            default_value = "127.0.0.1:9479",
+            value_name = "ADDR"
+        )]
+        listen: std::net::SocketAddr,
+        /// Append one JSON object per line for every event (default STATE/events.jsonl)
+        #[arg(long, value_name = "FILE")]
+        events: Option<PathBuf>,
+        /// On SIGTERM, how long steps in flight may take to reach a safe point
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        shutdown_grace: std::time::Duration,
+        /// Quiet time that ends a burst of file changes (one reload per burst)
+        #[arg(long, default_value = "200ms", value_parser = parse_duration, value_name = "DURATION")]
+        debounce: std::time::Duration,
+        /// After a pool's work ends with its desired state unchanged, wait this
+        /// long before acting on it again (failures are retried this often)
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        retry_after: std::time::Duration,
+        /// Log format: auto is journald under systemd, human otherwise
+        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+        log_format: LogFormat,
+    },
+    /// Show what a running daemon is doing, pool by pool
+    Status {
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The daemon's status address (default: read from STATE/daemon.json)
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Output format
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// Pause, resume or inspect a pool's rollout
+    ///
+    /// With a daemon running on the state directory, pause and resume go through it.
     Rollout {
         #[arg(value_enum)]
         action: RolloutAction,
@@ -123,6 +193,22 @@ pub struct Common {
     /// Never colour the output (NO_COLOR is honoured too)
     #[arg(long)]
     pub no_color: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// journald when systemd connected stderr to the journal, human otherwise
+    Auto,
+    Human,
+    Json,
+    Journald,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -176,7 +262,41 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             common,
             auto_approve,
             events,
-        } => workflow::apply(&target, &common, auto_approve, events.as_deref()),
+            override_disruption_policy: _,
+            reason,
+        } => workflow::apply(&target, &common, auto_approve, events.as_deref(), reason),
+        Command::Run {
+            dir,
+            common,
+            dry_run,
+            git_committed_only,
+            resync,
+            parallelism,
+            listen,
+            events,
+            shutdown_grace,
+            debounce,
+            retry_after,
+            log_format: _,
+        } => crate::daemon::run(crate::daemon::Options {
+            dir,
+            state_dir: common.state_dir,
+            prune: common.prune,
+            dry_run,
+            git_committed_only,
+            resync,
+            parallelism: parallelism as usize,
+            listen,
+            events,
+            shutdown_grace,
+            debounce,
+            retry_after,
+        }),
+        Command::Status {
+            state_dir,
+            url,
+            output,
+        } => status_cmd::status(&state_dir, url.as_deref(), output),
         Command::Rollout {
             action,
             pool,
@@ -205,6 +325,7 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                     "providers": c.providers.len(),
                     "clusters": c.clusters.len(),
                     "nodePools": c.pools.len(),
+                    "disruptionPolicies": c.policies.len(),
                 })
             });
             let doc = serde_json::json!({
@@ -228,12 +349,17 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
             }
             match &report.config {
                 Some(c) => println!(
-                    "{} is valid: {} file(s), {} provider(s), {} cluster(s), {} node pool(s){}",
+                    "{} is valid: {} file(s), {} provider(s), {} cluster(s), {} node pool(s){}{}",
                     dir.display(),
                     report.files,
                     c.providers.len(),
                     c.clusters.len(),
                     c.pools.len(),
+                    if c.policies.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} disruption policy(ies)", c.policies.len())
+                    },
                     if warnings > 0 {
                         format!(", {warnings} warning(s)")
                     } else {

@@ -1,10 +1,14 @@
-//! `poolwright rollout pause|resume|status POOL`: a human's hand on a rollout,
-//! through its journal (under the state lock, so no apply acts meanwhile).
+//! `poolwright rollout pause|resume|status POOL`: a human's hand on a rollout.
+//! With a daemon running on the state directory, pause and resume go through
+//! its API (it applies them at the pool's next safe point); otherwise they are
+//! journal edits made under the state lock, so no apply acts meanwhile.
 
 use std::path::Path;
 
 use super::exit;
-use crate::rollout::{Journal, Mark, Status};
+use crate::daemon::client::Client;
+use crate::rollout::Journal;
+use crate::rollout::control::{self, describe, describe_mark};
 use crate::store::{StateDir, StateLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,94 +25,68 @@ pub enum RolloutAction {
 pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> anyhow::Result<u8> {
     let state = StateDir::new(state_dir);
     let journal = Journal::new(state.journal_dir());
-    let _lock = match action {
-        RolloutAction::Status => None,
-        _ => Some(StateLock::acquire(
-            &state.root,
-            &format!("poolwright rollout {action:?} {pool}").to_lowercase(),
-        )?),
-    };
-    let Some(mut r) = journal.load(pool)? else {
-        println!("nodepool.{pool}: no rollout in progress");
-        return Ok(if action == RolloutAction::Status {
-            exit::OK
-        } else {
-            exit::FAILED
-        });
-    };
-    match action {
-        RolloutAction::Status => {
-            let s = &r.settings;
-            println!("nodepool.{pool}: {}", describe(&r.status));
-            println!(
-                "  target template {}, size {}, surge {}, unavailable {}, floor {}",
-                r.target, s.size, s.budget.surge, s.budget.unavailable, r.floor
-            );
-            println!(
-                "  started {}, {} old node(s) removed, {} failure(s)",
-                r.started_at, r.removed, r.failures
-            );
-            for (node, mark) in &r.marks {
-                let what = match mark {
-                    Mark::Draining {
-                        blocked: Some(b), ..
-                    } => format!("draining, blocked: {b}"),
-                    Mark::Draining { since, .. } => format!("draining since {since}"),
-                    Mark::DrainFailed => "drain failed; cordoned".into(),
-                    Mark::Quarantined => "quarantined; cordoned".into(),
-                    Mark::Terminating { at } => format!("terminating since {at}"),
-                    Mark::Reimaging { at } => format!("reimaging since {at}"),
-                };
-                println!("  {node}: {what}");
-            }
-            return Ok(exit::OK);
-        }
-        RolloutAction::Pause => {
-            if r.status != Status::Running {
-                println!(
-                    "nodepool.{pool}: not running ({}); nothing to pause",
-                    describe(&r.status)
-                );
-                return Ok(exit::FAILED);
-            }
-            r.status = Status::Paused {
-                reason: format!("paused by a human at {}", jiff::Timestamp::now()),
-            };
-            journal.save(&r)?;
-            println!("nodepool.{pool}: paused; `poolwright rollout resume {pool}` continues it");
-        }
-        RolloutAction::Resume => match &r.status {
-            Status::Paused { .. } | Status::Degraded { .. } => {
-                if r.failures >= r.settings.max_failed_nodes {
-                    r.failures = 0;
-                }
-                r.status = Status::Running;
-                journal.save(&r)?;
-                println!(
-                    "nodepool.{pool}: resumed; the next `poolwright apply` (or the daemon) continues it"
-                );
-            }
-            Status::RolledBack { .. } => {
-                journal.remove(pool)?;
-                println!(
-                    "nodepool.{pool}: the rolled-back template may be tried again by the next apply"
-                );
-            }
-            other => {
-                println!("nodepool.{pool}: {}; nothing to resume", describe(other));
-                return Ok(exit::FAILED);
-            }
-        },
+    if action == RolloutAction::Status {
+        return status(&journal, pool);
     }
-    Ok(exit::OK)
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
+        let verb = if action == RolloutAction::Pause {
+            "pause"
+        } else {
+            "resume"
+        };
+        let answer = rt.block_on(daemon.post(&format!("/v1/pools/{pool}/{verb}")))?;
+        return Ok(match answer {
+            Ok(message) => {
+                println!("{message} (through the daemon at {})", daemon.url);
+                exit::OK
+            }
+            Err(message) => {
+                println!("{message}");
+                exit::FAILED
+            }
+        });
+    }
+    let _lock = StateLock::acquire(
+        &state.root,
+        &format!("poolwright rollout {action:?} {pool}").to_lowercase(),
+    )?;
+    let result = match action {
+        RolloutAction::Pause => control::pause(&journal, pool, "a human", jiff::Timestamp::now()),
+        _ => control::resume(&journal, pool)
+            .map(|m| format!("{m}; the next `poolwright apply` (or the daemon) continues")),
+    };
+    Ok(match result {
+        Ok(message) => {
+            println!("{message}");
+            exit::OK
+        }
+        Err(message) => {
+            println!("{message}");
+            exit::FAILED
+        }
+    })
 }
 
-fn describe(s: &Status) -> String {
-    match s {
-        Status::Running => "running".into(),
-        Status::Paused { reason } => format!("paused: {reason}"),
-        Status::Degraded { reason } => format!("Degraded: {reason}"),
-        Status::Completed => "completed".into(),
-        Status::RolledBack { reason, .. } => format!("rolled back: {reason}"),
+fn status(journal: &Journal, pool: &str) -> anyhow::Result<u8> {
+    let Some(r) = journal.load(pool)? else {
+        println!("nodepool.{pool}: no rollout in progress");
+        return Ok(exit::OK);
+    };
+    let s = &r.settings;
+    println!("nodepool.{pool}: {}", describe(&r.status));
+    println!(
+        "  target template {}, size {}, surge {}, unavailable {}, floor {}",
+        r.target, s.size, s.budget.surge, s.budget.unavailable, r.floor
+    );
+    println!(
+        "  started {}, {} old node(s) removed, {} failure(s)",
+        r.started_at, r.removed, r.failures
+    );
+    for (node, mark) in &r.marks {
+        println!("  {node}: {}", describe_mark(mark));
     }
+    Ok(exit::OK)
 }

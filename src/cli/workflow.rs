@@ -10,7 +10,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::plan::render::{Source, Style, render_json, render_text};
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
-use crate::reconcile::{ApplyContext, EventSink, apply_plan, observe};
+use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan, observe};
 use crate::rollout::Journal;
 use crate::spec::{self, Config, Limits};
 use crate::store::{Inventory, StateDir, StateLock};
@@ -83,6 +83,41 @@ fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
         now: clock.now(),
         override_disruption: false,
     }
+}
+
+/// Record an emergency override for every pool whose policy it overrides:
+/// an event, and a line in `STATE/overrides.jsonl` (shown by `status`).
+fn record_overrides(
+    plan: &Plan,
+    reason: &str,
+    state: &StateDir,
+    sink: &EventSink,
+    clock: &dyn Clock,
+) -> anyhow::Result<()> {
+    let by = crate::store::overrides::operator();
+    for p in plan.pools.iter().filter(|p| p.has_changes()) {
+        let Some(policy) = &p.policy_overridden else {
+            continue;
+        };
+        let record = crate::store::overrides::OverrideRecord {
+            at: clock.now(),
+            pool: p.pool.clone(),
+            reason: reason.to_string(),
+            by: by.clone(),
+            policy: policy.clone(),
+        };
+        crate::store::overrides::append(&state.root, &record)?;
+        sink.emit(crate::reconcile::Event {
+            ts: record.at,
+            pool: p.pool.clone(),
+            event: "disruption_policy_overridden",
+            node: None,
+            counts: None,
+            message: format!("{policy} by {by}: {reason:?}"),
+            revision: None,
+        });
+    }
+    Ok(())
 }
 
 pub(super) fn plan(
@@ -181,8 +216,20 @@ pub(super) fn apply(
     common: &Common,
     auto_approve: bool,
     events: Option<&Path>,
+    override_reason: Option<String>,
 ) -> anyhow::Result<u8> {
     let saved = SavedPlan::read_if_plan(target)?;
+    if saved.is_some() && override_reason.is_some() {
+        anyhow::bail!(
+            "--override-disruption-policy applies to a fresh plan: apply the directory ({}) with it, not a saved plan",
+            saved.as_ref().map(|s| s.dir.clone()).unwrap_or_default()
+        );
+    }
+    if let Some(reason) = &override_reason
+        && reason.trim().is_empty()
+    {
+        anyhow::bail!("--reason must say why the disruption policy is overridden");
+    }
     let dir = saved
         .as_ref()
         .map_or(target.to_path_buf(), |s| s.dir.clone().into());
@@ -213,7 +260,10 @@ pub(super) fn apply(
             &snap.config,
             &snap.observed,
             &snap.inventory,
-            &options(&common, clock.as_ref()),
+            &PlanOptions {
+                override_disruption: override_reason.is_some(),
+                ..options(&common, clock.as_ref())
+            },
         ),
     };
     print!("{}", render_text(&plan, &source, style(&common)));
@@ -244,20 +294,45 @@ pub(super) fn apply(
             eprintln!("{line}");
         }
     };
+    if let Some(reason) = &override_reason {
+        record_overrides(&plan, reason, &state, &sink, clock.as_ref())?;
+    }
     let inventory_path = state.inventory();
     let journal = Journal::new(state.journal_dir());
-    let mut ctx = ApplyContext {
+    let inventory = std::sync::Mutex::new(std::mem::take(&mut snap.inventory));
+    // Ctrl-C stops at the next safe point; the journal resumes from there.
+    let stop = Stop::new();
+    rt.spawn({
+        let stop = stop.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!(
+                    "\nInterrupted: stopping at the next safe point (steps in flight finish)..."
+                );
+                stop.request();
+            }
+        }
+    });
+    let ctx = ApplyContext {
         config: &snap.config,
         journal: &journal,
-        override_policy: false,
+        override_policy: override_reason.is_some(),
         providers: &snap.providers,
-        inventory: &mut snap.inventory,
+        inventory: &inventory,
         inventory_path: &inventory_path,
         events: &sink,
         clock: clock.as_ref(),
         progress: &progress,
+        stop: &stop,
     };
-    let outcome = rt.block_on(apply_plan(&plan, &mut ctx));
+    let outcome = rt.block_on(apply_plan(&plan, &ctx));
+    if stop.is_requested() {
+        println!(
+            "\nApply interrupted: {} step(s) done; run it again to continue.",
+            outcome.steps_done
+        );
+        return Ok(exit::FAILED);
+    }
     for e in &outcome.errors {
         eprintln!("error: {e}");
     }

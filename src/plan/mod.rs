@@ -146,6 +146,10 @@ pub struct PoolPlan {
     /// Protected by lifecycle.preventDestroy (recorded in the inventory on apply).
     #[serde(default)]
     pub prevent_destroy: bool,
+    /// The disruption policy would hold this pool's disruptive steps, but an
+    /// emergency override lets them start: what the policy says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_overridden: Option<String>,
 }
 
 impl PoolPlan {

@@ -74,6 +74,7 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         blocked: None,
         drift: Vec::new(),
         prevent_destroy: false,
+        policy_overridden: None,
     }
 }
 
@@ -331,6 +332,13 @@ fn plan_pool(
     }
 
     // Disruptive steps wait for the disruption policy; the others go ahead.
+    // An emergency override lets them start, and the plan says what it overrides.
+    if p.steps.iter().any(Step::is_disruptive)
+        && opts.override_disruption
+        && let Gate::Closed { reason, .. } = policy::gate(&doc.spec.disruption, opts.now)
+    {
+        p.policy_overridden = Some(format!("{reason}, overridden"));
+    }
     if p.steps.iter().any(Step::is_disruptive)
         && !opts.override_disruption
         && let Gate::Closed { reason, opens } = policy::gate(&doc.spec.disruption, opts.now)

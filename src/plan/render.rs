@@ -223,7 +223,7 @@ fn format_until(until: jiff::Timestamp, tz: Option<&str>) -> String {
     match tz.and_then(|t| jiff::tz::TimeZone::get(t).ok().map(|z| (t, z))) {
         Some((name, zone)) if name != "UTC" => {
             let local = until
-                .to_zoned_datetime(zone)
+                .to_zoned(zone)
                 .strftime("%Y-%m-%d %H:%M %Z")
                 .to_string();
             format!("{local} ({name}), {utc}")
@@ -314,6 +314,15 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 r.bounds.1,
                 r.outdated,
                 r.estimated_waves
+            );
+        }
+        if let Some(o) = &p.policy_overridden {
+            let _ = writeln!(
+                out,
+                "    {}",
+                style.yellow(&format!(
+                    "EMERGENCY OVERRIDE: {o}; disruptive steps start now"
+                ))
             );
         }
         if let Some(b) = &p.blocked {

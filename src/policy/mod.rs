@@ -5,8 +5,11 @@
 //! A weekly window opens on each of its `days` at `start` local time in its
 //! `timezone` and stays open for `duration` of elapsed time (so a 4h window over
 //! a DST change is still 4 real hours). A local start time that does not exist
-//! (spring forward) opens at the first instant after the gap; one that exists
-//! twice (fall back) opens at the first of them.
+//! (spring forward) is moved forward by the length of the gap (02:30 opens at
+//! 03:30), as cron and systemd timers do; one that exists twice (fall back)
+//! opens at the first of them. A cron window opens at each time its expression
+//! matches in its time zone (cronexpr, on jiff) and stays open for `duration`.
+//! `Block` with `until` is a freeze that ends at that instant.
 
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
@@ -33,11 +36,14 @@ impl Gate {
 }
 
 pub fn gate(d: &Disruption, now: Timestamp) -> Gate {
-    match d.policy.value {
+    match d.policy() {
         DisruptionPolicy::Allow => Gate::Open { closes: None },
-        DisruptionPolicy::Block => Gate::Closed {
-            reason: "disruption policy Block".into(),
-            opens: None,
+        DisruptionPolicy::Block => match d.until() {
+            Some(until) if now >= until => Gate::Open { closes: None },
+            until => Gate::Closed {
+                reason: "disruption policy Block".into(),
+                opens: until,
+            },
         },
         DisruptionPolicy::AllowDuringMaintenanceWindow => {
             let windows: Vec<&Window> = d.windows.iter().map(|w| &w.value).collect();
@@ -58,16 +64,29 @@ fn tz_of(w: &Window) -> TimeZone {
     TimeZone::get(w.timezone.as_str()).unwrap_or(TimeZone::UTC)
 }
 
-/// Starts of `w`'s occurrences on local dates `from..=to`.
+/// Parse a five-field cron expression in the IANA zone `tz`.
+pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, String> {
+    cronexpr::parse_crontab(&format!("{expr} {tz}")).map_err(|e| {
+        // cronexpr quotes the input and puts the reason after a caret: keep the reason.
+        let text = e.to_string();
+        text.lines()
+            .rev()
+            .find_map(|l| l.trim_start().strip_prefix("^ "))
+            .unwrap_or(text.lines().next().unwrap_or("invalid cron expression"))
+            .to_string()
+    })
+}
+
+/// Starts of weekly window `w`'s occurrences on local dates `from..=to`.
 fn starts(w: &Window, tz: &TimeZone, from: Date, to: Date) -> impl Iterator<Item = Timestamp> {
     let days: Vec<jiff::civil::Weekday> = w.days.iter().map(|d| d.to_jiff()).collect();
-    let time = w.start.0;
+    let time = w.start.as_ref().map(|s| s.value.0);
     let tz = tz.clone();
     from.series(1.day())
         .take_while(move |d| *d <= to)
         .filter(move |d| days.contains(&d.weekday()))
         .filter_map(move |d| {
-            tz.to_ambiguous_zoned_datetime(d.to_datetime(time))
+            tz.to_ambiguous_zoned(d.to_datetime(time?))
                 .compatible()
                 .ok()
         })
@@ -83,12 +102,27 @@ pub fn current_window_end(windows: &[&Window], now: Timestamp) -> Option<Timesta
     windows
         .iter()
         .filter_map(|w| {
+            let len = duration_of(w);
+            if let Some(cron) = &w.cron {
+                // Only openings within the last `duration` can contain now.
+                let tab = parse_cron(cron.as_str(), w.timezone.as_str()).ok()?;
+                let since = now.checked_sub(len).ok()?;
+                return tab
+                    .iter_after(since)
+                    .ok()?
+                    .map_while(Result::ok)
+                    .map(|z| z.timestamp())
+                    .take_while(|s| *s <= now)
+                    .last()
+                    .and_then(|s| s.checked_add(len).ok())
+                    .filter(|e| now < *e);
+            }
             let tz = tz_of(w);
-            let today = now.to_zoned_datetime(tz.clone()).date();
+            let today = now.to_zoned(tz.clone()).date();
             // Windows last at most 7 days, so one that contains now started within 8 local days.
             let from = today.checked_sub(8.days()).ok()?;
-            let len = duration_of(w);
             starts(w, &tz, from, today)
+                .take_while(|s| *s <= now)
                 .filter_map(|s| Some((s, s.checked_add(len).ok()?)))
                 .filter(|(s, e)| *s <= now && now < *e)
                 .map(|(_, e)| e)
@@ -102,8 +136,13 @@ pub fn next_window_start(windows: &[&Window], now: Timestamp) -> Option<Timestam
     windows
         .iter()
         .filter_map(|w| {
+            if let Some(cron) = &w.cron {
+                // A cron window may next open far ahead (a leap day): ask the cron.
+                let tab = parse_cron(cron.as_str(), w.timezone.as_str()).ok()?;
+                return tab.find_next(now).ok().map(|z| z.timestamp());
+            }
             let tz = tz_of(w);
-            let today = now.to_zoned_datetime(tz.clone()).date();
+            let today = now.to_zoned(tz.clone()).date();
             let to = today.checked_add(8.days()).ok()?;
             starts(w, &tz, today.checked_sub(1.day()).ok()?, to).find(|s| *s > now)
         })
@@ -119,7 +158,8 @@ mod tests {
     fn window(days: &[Weekday], start: &str, hours: u64, tz: &str) -> Window {
         Window {
             days: At::bare(days.to_vec()),
-            start: TimeOfDay::parse(start).unwrap(),
+            start: Some(At::bare(TimeOfDay::parse(start).unwrap())),
+            cron: None,
             duration: At::bare(Duration::secs(hours * 3600)),
             timezone: At::bare(tz.to_string()),
         }

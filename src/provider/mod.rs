@@ -2,9 +2,11 @@
 //! (describe, create n, terminate one, ...) and never roll nodes themselves: every
 //! replacement goes through the one rollout executor.
 
+pub mod instrumented;
 pub mod registry;
 pub mod sim;
 
+pub use instrumented::CallObserver;
 pub use registry::Providers;
 
 use std::fmt;

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Provider;
+use super::instrumented::{CallObserver, Instrumented};
 use super::sim::Sim;
 use crate::clock::Clock;
 use crate::rollout::{Drainer, NoDrain, SimDrainer};
@@ -19,21 +20,49 @@ pub struct Providers {
     /// nothing to drain when no cluster is attached).
     pub drainers: BTreeMap<String, Arc<dyn Drainer>>,
     pub failed: BTreeMap<String, String>,
+    /// What each ready provider was built from, so a reload keeps a provider
+    /// (and its in-flight state) whose settings did not change.
+    specs: BTreeMap<String, ProviderSpec>,
 }
 
 impl Providers {
     pub fn build(config: &Config, state_dir: &Path, clock: Arc<dyn Clock>) -> Providers {
+        Providers::rebuild(config, state_dir, clock, None, None)
+    }
+
+    /// Build the providers of `config`, reusing those of `previous` whose
+    /// settings are unchanged, and timing every call through `observer`.
+    pub fn rebuild(
+        config: &Config,
+        state_dir: &Path,
+        clock: Arc<dyn Clock>,
+        observer: Option<Arc<dyn CallObserver>>,
+        previous: Option<&Providers>,
+    ) -> Providers {
         let mut ready: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
         let mut drainers: BTreeMap<String, Arc<dyn Drainer>> = BTreeMap::new();
         let mut failed = BTreeMap::new();
+        let mut specs = BTreeMap::new();
         for (name, entry) in &config.providers {
-            match &entry.doc.spec.value {
+            let spec = &entry.doc.spec.value;
+            if let Some(prev) = previous.filter(|p| p.specs.get(name) == Some(spec)) {
+                ready.insert(name.clone(), prev.ready[name].clone());
+                drainers.insert(name.clone(), prev.drainer(name));
+                specs.insert(name.clone(), spec.clone());
+                continue;
+            }
+            match spec {
                 ProviderSpec::Sim(settings) => {
                     match Sim::open(name, settings, Some(state_dir), clock.clone()) {
                         Ok(sim) => {
                             let sim = Arc::new(sim);
                             drainers.insert(name.clone(), Arc::new(SimDrainer::new(sim.clone())));
-                            ready.insert(name.clone(), sim);
+                            let provider: Arc<dyn Provider> = match &observer {
+                                Some(o) => Instrumented::wrap(sim, o.clone()),
+                                None => sim,
+                            };
+                            ready.insert(name.clone(), provider);
+                            specs.insert(name.clone(), spec.clone());
                         }
                         Err(e) => {
                             failed.insert(name.clone(), format!("{e:#}"));
@@ -55,6 +84,7 @@ impl Providers {
             ready,
             drainers,
             failed,
+            specs,
         }
     }
 

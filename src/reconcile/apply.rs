@@ -3,9 +3,11 @@
 //! crash in between can never leave poolwright's own pool unmanaged).
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use super::events::{Counts, Event, EventSink};
 use super::retry::with_retry;
+use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::PoolSpec;
 use crate::plan::{Plan, PoolPlan, Step};
@@ -33,15 +35,19 @@ pub struct ApplyContext<'a> {
     /// Emergency override of disruption policies (recorded by the caller).
     pub override_policy: bool,
     pub providers: &'a Providers,
-    pub inventory: &'a mut Inventory,
+    /// Shared by the pools applied in parallel; saved whole under the lock.
+    pub inventory: &'a Mutex<Inventory>,
     pub inventory_path: &'a Path,
     pub events: &'a EventSink,
     pub clock: &'a dyn Clock,
     /// Called with a one-line progress message per step (the TTY shows it).
     pub progress: &'a (dyn Fn(&str) + Sync),
+    /// Checked between steps: when requested, nothing new starts.
+    pub stop: &'a Stop,
 }
 
-fn describe_step(step: &Step) -> String {
+/// What a step does, in a few words (progress lines, events, status).
+pub fn describe_step(step: &Step) -> String {
     match step {
         Step::CreatePool { spec } => format!("create pool ({} nodes)", spec.size),
         Step::DeletePool => "delete pool".into(),
@@ -74,19 +80,31 @@ fn event_name(step: &Step) -> &'static str {
 
 /// Apply every pool's steps, pool by pool. A failing pool stops at its failing
 /// step; the others carry on.
-pub async fn apply_plan(plan: &Plan, ctx: &mut ApplyContext<'_>) -> ApplyOutcome {
+pub async fn apply_plan(plan: &Plan, ctx: &ApplyContext<'_>) -> ApplyOutcome {
     let mut outcome = ApplyOutcome::default();
     for p in plan.pools.iter().filter(|p| p.has_changes()) {
-        if let Err(e) = apply_pool(p, ctx, &mut outcome).await {
+        if ctx.stop.is_requested() {
+            break;
+        }
+        if let Err(e) = pool_steps(p, ctx, &mut outcome).await {
             outcome.errors.push(e);
         }
     }
     outcome
 }
 
-async fn apply_pool(
+/// Apply one pool's steps (the daemon runs pools in parallel through this).
+pub async fn apply_pool(p: &PoolPlan, ctx: &ApplyContext<'_>) -> ApplyOutcome {
+    let mut outcome = ApplyOutcome::default();
+    if let Err(e) = pool_steps(p, ctx, &mut outcome).await {
+        outcome.errors.push(e);
+    }
+    outcome
+}
+
+async fn pool_steps(
     p: &PoolPlan,
-    ctx: &mut ApplyContext<'_>,
+    ctx: &ApplyContext<'_>,
     outcome: &mut ApplyOutcome,
 ) -> Result<(), String> {
     let who = format!("nodepool.{}", p.pool);
@@ -96,6 +114,9 @@ async fn apply_pool(
         .cloned()
         .ok_or_else(|| format!("{who}: provider {:?} is not available", p.provider))?;
     for step in &p.steps {
+        if ctx.stop.is_requested() {
+            break;
+        }
         (ctx.progress)(&format!("{who}: {}...", describe_step(step)));
         let result = run_step(p, step, provider.as_ref(), ctx).await;
         let counts = counts_after(provider.as_ref(), p).await;
@@ -109,6 +130,7 @@ async fn apply_pool(
                     node: None,
                     counts,
                     message: describe_step(step),
+                    revision: None,
                 });
             }
             Err(message) => {
@@ -120,6 +142,7 @@ async fn apply_pool(
                     node: None,
                     counts,
                     message: text.clone(),
+                    revision: None,
                 });
                 record_applied(p, provider.as_ref(), ctx).await?;
                 return Err(text);
@@ -142,8 +165,14 @@ async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
     Some(Counts::of(&pool, desired))
 }
 
-fn save(ctx: &ApplyContext<'_>) -> Result<(), String> {
-    ctx.inventory
+/// Change the inventory and save it, under its lock.
+fn update_inventory(
+    ctx: &ApplyContext<'_>,
+    change: impl FnOnce(&mut Inventory),
+) -> Result<(), String> {
+    let mut inventory = ctx.inventory.lock().unwrap_or_else(|p| p.into_inner());
+    change(&mut inventory);
+    inventory
         .save(ctx.inventory_path)
         .map_err(|e| format!("{e:#}"))
 }
@@ -152,7 +181,7 @@ async fn run_step(
     p: &PoolPlan,
     step: &Step,
     provider: &dyn Provider,
-    ctx: &mut ApplyContext<'_>,
+    ctx: &ApplyContext<'_>,
 ) -> Result<(), String> {
     let pool = p.pool.as_str();
     let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
@@ -165,20 +194,22 @@ async fn run_step(
     match step {
         Step::CreatePool { spec } => {
             // Intent first: ours before it exists.
-            ctx.inventory.pools.insert(
-                pool.to_string(),
-                InventoryEntry {
-                    provider: p.provider.clone(),
-                    origin: Origin::Created,
-                    prevent_destroy: p.prevent_destroy,
-                    last_applied: None,
-                },
-            );
-            save(ctx)?;
+            update_inventory(ctx, |inv| {
+                inv.pools.insert(
+                    pool.to_string(),
+                    InventoryEntry {
+                        provider: p.provider.clone(),
+                        origin: Origin::Created,
+                        prevent_destroy: p.prevent_destroy,
+                        last_applied: None,
+                    },
+                );
+            })?;
             let spec: &PoolSpec = spec;
             if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
-                ctx.inventory.pools.remove(pool);
-                save(ctx)?;
+                update_inventory(ctx, |inv| {
+                    inv.pools.remove(pool);
+                })?;
                 return Err(err(e));
             }
             Ok(())
@@ -187,15 +218,15 @@ async fn run_step(
             with_retry(|| provider.delete_pool(pool))
                 .await
                 .map_err(err)?;
-            ctx.inventory.pools.remove(pool);
-            save(ctx)
+            update_inventory(ctx, |inv| {
+                inv.pools.remove(pool);
+            })
         }
-        Step::Forget => {
-            ctx.inventory.pools.remove(pool);
-            save(ctx)
-        }
-        Step::Adopt => {
-            ctx.inventory.pools.insert(
+        Step::Forget => update_inventory(ctx, |inv| {
+            inv.pools.remove(pool);
+        }),
+        Step::Adopt => update_inventory(ctx, |inv| {
+            inv.pools.insert(
                 pool.to_string(),
                 InventoryEntry {
                     provider: p.provider.clone(),
@@ -204,8 +235,7 @@ async fn run_step(
                     last_applied: None,
                 },
             );
-            save(ctx)
-        }
+        }),
         Step::SetBounds { to } => with_retry(|| provider.set_bounds(pool, *to))
             .await
             .map_err(err),
@@ -255,7 +285,7 @@ async fn roll(
     provider: std::sync::Arc<dyn Provider>,
     template: crate::model::NodeTemplate,
     size: u32,
-    ctx: &mut ApplyContext<'_>,
+    ctx: &ApplyContext<'_>,
 ) -> Result<(), String> {
     let entry = ctx
         .config
@@ -291,8 +321,16 @@ async fn roll(
     )
     .await?;
     rollout.override_policy = ctx.override_policy;
+    rollout.stop = Some(ctx.stop.clone());
     match rollout.run(poll).await? {
         Status::Completed => Ok(()),
+        Status::Running if ctx.stop.is_requested() => {
+            (ctx.progress)(&format!(
+                "nodepool.{}: stopped at a safe point; the journal resumes the rollout",
+                p.pool
+            ));
+            Ok(())
+        }
         Status::Running => {
             (ctx.progress)(&format!(
                 "nodepool.{}: waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows",
@@ -317,22 +355,30 @@ async fn roll(
 async fn record_applied(
     p: &PoolPlan,
     provider: &dyn Provider,
-    ctx: &mut ApplyContext<'_>,
+    ctx: &ApplyContext<'_>,
 ) -> Result<(), String> {
-    let Some(entry) = ctx.inventory.pools.get_mut(&p.pool) else {
-        return Ok(()); // deleted or forgotten
+    let known = {
+        let inv = ctx.inventory.lock().unwrap_or_else(|p| p.into_inner());
+        inv.pools.contains_key(&p.pool)
     };
+    if !known {
+        return Ok(()); // deleted or forgotten
+    }
     let observed = with_retry(|| provider.describe_pools(std::slice::from_ref(&p.pool)))
         .await
         .map_err(|e| format!("nodepool.{}: provider {}: {e}", p.pool, p.provider))?;
-    if let Some(pool) = observed.into_iter().next() {
-        entry.prevent_destroy = p.prevent_destroy;
-        entry.last_applied = Some(AppliedState {
-            size: pool.size,
-            template: pool.template.hash(),
-            in_place: pool.in_place.clone(),
-            autoscaling: pool.autoscaling,
-        });
-    }
-    save(ctx)
+    let Some(pool) = observed.into_iter().next() else {
+        return Ok(());
+    };
+    update_inventory(ctx, |inv| {
+        if let Some(entry) = inv.pools.get_mut(&p.pool) {
+            entry.prevent_destroy = p.prevent_destroy;
+            entry.last_applied = Some(AppliedState {
+                size: pool.size,
+                template: pool.template.hash(),
+                in_place: pool.in_place.clone(),
+                autoscaling: pool.autoscaling,
+            });
+        }
+    })
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::model::{NodeState, ObservedPool, TemplateHash};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Counts {
     pub desired: u32,
     pub total: u32,
@@ -42,6 +42,9 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counts: Option<Counts>,
     pub message: String,
+    /// The desired state's git revision (`branch@sha`), stamped by the sink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// Where events go: a JSONL file (flushed per line, so a crash loses nothing
@@ -53,6 +56,7 @@ pub struct EventSink {
     file: Option<Mutex<std::fs::File>>,
     memory: Option<Mutex<Vec<Event>>>,
     observer: Option<Observer>,
+    revision: std::sync::RwLock<Option<String>>,
 }
 
 impl EventSink {
@@ -85,7 +89,19 @@ impl EventSink {
         self
     }
 
-    pub fn emit(&self, event: Event) {
+    /// Stamp every later event with this revision of the desired state.
+    pub fn set_revision(&self, revision: Option<String>) {
+        *self.revision.write().unwrap_or_else(|p| p.into_inner()) = revision;
+    }
+
+    pub fn emit(&self, mut event: Event) {
+        if event.revision.is_none() {
+            event.revision = self
+                .revision
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+        }
         // Every step is also a structured log record.
         let counts = event.counts.unwrap_or_default();
         tracing::info!(
@@ -97,6 +113,7 @@ impl EventSink {
             available = counts.available,
             updated = counts.updated,
             outdated = counts.outdated,
+            revision = event.revision.as_deref().unwrap_or(""),
             "{}",
             event.message
         );

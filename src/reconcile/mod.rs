@@ -5,7 +5,9 @@ pub mod apply;
 pub mod events;
 pub mod observe;
 pub(crate) mod retry;
+pub mod stop;
 
-pub use apply::{ApplyContext, ApplyOutcome, apply_plan};
+pub use apply::{ApplyContext, ApplyOutcome, apply_plan, apply_pool};
 pub use events::{Counts, Event, EventSink};
 pub use observe::observe;
+pub use stop::Stop;

@@ -15,6 +15,7 @@ use crate::policy;
 use crate::provider::{ErrorKind, Provider};
 use crate::reconcile::events::{Counts, Event, EventSink};
 use crate::reconcile::retry::with_retry;
+use crate::reconcile::stop::Stop;
 use crate::spec::types::Disruption;
 
 /// Everything a rollout acts through.
@@ -27,6 +28,8 @@ pub struct Rollout<'a> {
     pub disruption: Disruption,
     /// Emergency override of the disruption policy.
     pub override_policy: bool,
+    /// When requested, `run` returns at the next safe point (between ticks).
+    pub stop: Option<Stop>,
     pub state: RolloutState,
     /// What the journal holds, so unchanged state is not rewritten every round.
     saved: Option<RolloutState>,
@@ -98,6 +101,7 @@ impl<'a> Rollout<'a> {
             clock,
             disruption,
             override_policy: false,
+            stop: None,
             state,
             saved: None,
         };
@@ -169,6 +173,7 @@ impl<'a> Rollout<'a> {
             node,
             counts: pool.map(|p| self.counts(p)),
             message,
+            revision: None,
         });
     }
 
@@ -370,10 +375,14 @@ impl<'a> Rollout<'a> {
         }
     }
 
-    /// Tick until the rollout ends, stops for a human, or waits on the
-    /// disruption policy with nothing in flight.
+    /// Tick until the rollout ends, stops for a human, waits on the
+    /// disruption policy with nothing in flight, or is asked to stop (then it
+    /// returns `Running` at once: the journal already holds every step taken).
     pub async fn run(&mut self, poll: std::time::Duration) -> Result<Status, String> {
         loop {
+            if self.stop.as_ref().is_some_and(Stop::is_requested) {
+                return Ok(self.state.status.clone());
+            }
             match self.tick().await? {
                 Tick::Finished(status) => return Ok(status),
                 Tick::Continue { waiting } => {
@@ -388,7 +397,15 @@ impl<'a> Rollout<'a> {
                     }
                 }
             }
-            self.clock.sleep(poll).await;
+            match &self.stop {
+                Some(stop) => {
+                    tokio::select! {
+                        _ = self.clock.sleep(poll) => {}
+                        _ = stop.requested() => {}
+                    }
+                }
+                None => self.clock.sleep(poll).await,
+            }
         }
     }
 }

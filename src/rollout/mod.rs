@@ -3,6 +3,7 @@
 //! actions with the journal written first.
 
 pub mod budget;
+pub mod control;
 pub mod decide;
 pub mod drain;
 pub mod driver;

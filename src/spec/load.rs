@@ -11,7 +11,7 @@ use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
 
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::located::{At, LineOffset, Pos};
-use super::types::{API_VERSION, ClusterDoc, KINDS, NodePoolDoc, ProviderDoc};
+use super::types::{API_VERSION, ClusterDoc, DisruptionPolicyDoc, KINDS, NodePoolDoc, ProviderDoc};
 
 /// Name of a gitignore-style file that excludes paths from loading (for example
 /// sub-directories holding examples for other providers).
@@ -55,6 +55,7 @@ pub enum Document {
     Provider(ProviderDoc),
     Cluster(ClusterDoc),
     NodePool(Box<NodePoolDoc>),
+    DisruptionPolicy(DisruptionPolicyDoc),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -75,7 +76,8 @@ fn is_editor_leftover(name: &str) -> bool {
         || name == "4913"
 }
 
-fn is_yaml(name: &str) -> bool {
+/// A file name the loader reads (`*.yaml`/`*.yml`, not an editor's leftover).
+pub fn is_desired_state_file(name: &str) -> bool {
     !is_editor_leftover(name) && (name.ends_with(".yaml") || name.ends_with(".yml"))
 }
 
@@ -103,7 +105,7 @@ pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
             .file_type()
             .is_some_and(|t| t.is_file() || t.is_symlink());
         let name = entry.file_name().to_string_lossy();
-        if is_file && is_yaml(&name) {
+        if is_file && is_desired_state_file(&name) {
             files.push(entry.into_path());
         }
     }
@@ -409,6 +411,9 @@ fn parse_document(
         Ok(match kind.value.as_str() {
             "Provider" => Document::Provider(serde_saphyr::from_str_with_options(text, opts)?),
             "Cluster" => Document::Cluster(serde_saphyr::from_str_with_options(text, opts)?),
+            "DisruptionPolicy" => {
+                Document::DisruptionPolicy(serde_saphyr::from_str_with_options(text, opts)?)
+            }
             _ => Document::NodePool(Box::new(serde_saphyr::from_str_with_options(text, opts)?)),
         })
     };
@@ -531,8 +536,8 @@ mod tests {
             ".hidden.yaml",
             "x.json",
         ] {
-            assert!(!is_yaml(name), "{name}");
+            assert!(!is_desired_state_file(name), "{name}");
         }
-        assert!(is_yaml("pool.yaml") && is_yaml("pool.yml"));
+        assert!(is_desired_state_file("pool.yaml") && is_desired_state_file("pool.yml"));
     }
 }

@@ -35,9 +35,10 @@ macro_rules! kind_marker {
 kind_marker!(ProviderKind, "Provider");
 kind_marker!(ClusterKind, "Cluster");
 kind_marker!(NodePoolKind, "NodePool");
+kind_marker!(DisruptionPolicyKind, "DisruptionPolicy");
 
 /// The kinds this release understands, in the order they are documented.
-pub const KINDS: &[&str] = &["Provider", "Cluster", "NodePool"];
+pub const KINDS: &[&str] = &["Provider", "Cluster", "NodePool", "DisruptionPolicy"];
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -568,15 +569,77 @@ pub enum OnFailure {
 
 // ---------------------------------------------------------------- Disruption
 
+/// A named disruption schedule that many pools share through
+/// `disruption.policyRef`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DisruptionPolicyDoc {
+    pub api_version: ApiVersion,
+    pub kind: DisruptionPolicyKind,
+    pub metadata: Metadata,
+    pub spec: At<DisruptionRules>,
+}
+
+/// The rules of a shared `DisruptionPolicy` document.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DisruptionRules {
+    /// Allow (default), Block or AllowDuringMaintenanceWindow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<At<DisruptionPolicy>>,
+    /// Windows; at least one is required with `AllowDuringMaintenanceWindow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<At<Window>>,
+    /// With `Block`: the freeze ends at this instant (RFC 3339, e.g.
+    /// 2027-01-04T08:00:00Z); from then on disruptive steps are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<At<String>>,
+}
+
 /// When disruptive steps (drain, terminate, reimage, scale-down) may start.
+/// After validation, a pool's `disruption` holds the resolved rules: the
+/// referenced `DisruptionPolicy`, overridden field by field by the pool's own.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Disruption {
-    #[serde(default)]
-    pub policy: At<DisruptionPolicy>,
-    /// Weekly windows; required with `AllowDuringMaintenanceWindow`.
+    /// Name of a shared `DisruptionPolicy` document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_ref: Option<At<String>>,
+    /// Allow (default), Block or AllowDuringMaintenanceWindow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<At<DisruptionPolicy>>,
+    /// Windows; at least one is required with `AllowDuringMaintenanceWindow`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<At<Window>>,
+    /// With `Block`: the freeze ends at this instant (RFC 3339); from then on
+    /// disruptive steps are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<At<String>>,
+}
+
+impl Disruption {
+    pub fn policy(&self) -> DisruptionPolicy {
+        self.policy.as_ref().map(|p| p.value).unwrap_or_default()
+    }
+
+    /// The end of a `Block` freeze (validated as RFC 3339).
+    pub fn until(&self) -> Option<jiff::Timestamp> {
+        self.until.as_ref().and_then(|u| u.value.parse().ok())
+    }
+
+    /// These rules, each field the pool leaves unset taken from `shared`.
+    pub fn resolved_with(&self, shared: &DisruptionRules) -> Disruption {
+        Disruption {
+            policy_ref: self.policy_ref.clone(),
+            policy: self.policy.clone().or_else(|| shared.policy.clone()),
+            windows: if self.windows.is_empty() {
+                shared.windows.clone()
+            } else {
+                self.windows.clone()
+            },
+            until: self.until.clone().or_else(|| shared.until.clone()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -593,11 +656,16 @@ pub enum DisruptionPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Window {
-    /// Days on which the window opens; every day when omitted.
+    /// Days on which the window opens; every day when omitted (not with `cron`).
     #[serde(default = "Window::every_day")]
     pub days: At<Vec<Weekday>>,
-    /// Local opening time, HH:MM.
-    pub start: TimeOfDay,
+    /// Local opening time, HH:MM (or use `cron`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<At<TimeOfDay>>,
+    /// Opening times as a five-field cron expression (minute hour day-of-month
+    /// month day-of-week) in `timezone`, e.g. "0 22 * * 1-5"; instead of `days` and `start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<At<String>>,
     /// How long the window stays open (more than 0, at most 7 days).
     pub duration: At<Duration>,
     /// IANA time zone of `start`, e.g. Europe/Berlin. Default UTC.

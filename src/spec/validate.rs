@@ -27,6 +27,9 @@ pub struct Config {
     pub providers: BTreeMap<String, Entry<ProviderDoc>>,
     pub clusters: BTreeMap<String, Entry<ClusterDoc>>,
     pub pools: BTreeMap<String, Entry<NodePoolDoc>>,
+    /// Shared disruption schedules (`kind: DisruptionPolicy`), already resolved
+    /// into the pools that reference them.
+    pub policies: BTreeMap<String, Entry<DisruptionPolicyDoc>>,
 }
 
 /// What loading a directory produced: the config when it is valid, and every
@@ -142,10 +145,93 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
                 let name = d.metadata.name.clone();
                 insert_unique(&mut c, &mut config.pools, "NodePool", name, pos, *d);
             }
+            Document::DisruptionPolicy(d) => {
+                // A shared policy must make sense on its own, whoever uses it.
+                check_rules(&mut c, &d.spec.value, d.spec.pos, false);
+                check_rules(&mut c, &d.spec.value, d.spec.pos, true);
+                let name = d.metadata.name.clone();
+                insert_unique(
+                    &mut c,
+                    &mut config.policies,
+                    "DisruptionPolicy",
+                    name,
+                    pos,
+                    d,
+                );
+            }
         }
     }
     check_references(&config, diags);
+    resolve_disruption(&mut config, diags);
     config
+}
+
+/// Give each pool its effective disruption rules (the referenced shared policy,
+/// overridden field by field by the pool's own) and check them as a whole.
+fn resolve_disruption(config: &mut Config, diags: &mut Vec<Diagnostic>) {
+    let names: Vec<String> = config.policies.keys().cloned().collect();
+    for entry in config.pools.values_mut() {
+        let mut c = Checker {
+            file: &entry.file,
+            diags,
+        };
+        let spec = &mut entry.doc.spec;
+        let own = &spec.value.disruption;
+        let resolved = match &own.policy_ref {
+            Some(r) => match config.policies.get(r.as_str()) {
+                Some(shared) => own.resolved_with(&shared.doc.spec.value),
+                None => {
+                    let known: Vec<&str> = names.iter().map(String::as_str).collect();
+                    c.error(
+                        r.pos.or(spec.pos),
+                        dangling(
+                            "disruption.policyRef",
+                            "DisruptionPolicy",
+                            r.as_str(),
+                            &known,
+                        ),
+                    );
+                    continue;
+                }
+            },
+            None => own.clone(),
+        };
+        // Window details were checked where they are written; here, the whole,
+        // reported in the pool's file: at the pool's own field, or at its
+        // policyRef for what the shared policy supplies.
+        let here = |from_pool: bool, pos: Pos| if from_pool { pos } else { Pos::default() };
+        let rules = DisruptionRules {
+            policy: resolved.policy.clone().map(|p| At {
+                pos: here(own.policy.is_some(), p.pos),
+                ..p
+            }),
+            windows: resolved
+                .windows
+                .iter()
+                .map(|w| At {
+                    pos: here(!own.windows.is_empty(), w.pos),
+                    ..w.clone()
+                })
+                .collect(),
+            until: resolved.until.clone().map(|u| At {
+                pos: here(own.until.is_some(), u.pos),
+                ..u
+            }),
+        };
+        let fallback = own
+            .policy_ref
+            .as_ref()
+            .map_or(spec.pos, |r| r.pos.or(spec.pos));
+        let all_shared = own.policy_ref.is_some()
+            && own.policy.is_none()
+            && own.windows.is_empty()
+            && own.until.is_none();
+        if !all_shared {
+            // (A shared policy used as it is was checked in its own document.)
+            check_rules(&mut c, &rules, fallback, true);
+        }
+        spec.value.disruption = resolved;
+    }
 }
 
 /// Names are unique per kind; the second definition is the error, and it names
@@ -312,7 +398,17 @@ fn check_pool(c: &mut Checker, d: &NodePoolDoc) {
     let spec = &d.spec;
     check_size(c, spec);
     check_rollout(c, &spec.rollout, spec.pos);
-    check_disruption(c, &spec.disruption, spec.pos);
+    let d = &spec.disruption;
+    check_rules(
+        c,
+        &DisruptionRules {
+            policy: d.policy.clone(),
+            windows: d.windows.clone(),
+            until: d.until.clone(),
+        },
+        spec.pos,
+        false,
+    );
     if let Some(aws) = &spec.template.aws {
         let lt = &aws.launch_template;
         if lt.name.is_some() == lt.id.is_some() {
@@ -460,44 +556,103 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
     }
 }
 
-fn check_disruption(c: &mut Checker, d: &Disruption, fallback: Pos) {
-    let policy_pos = d.policy.pos.or(fallback);
-    match d.policy.value {
-        DisruptionPolicy::AllowDuringMaintenanceWindow if d.windows.is_empty() => c.error(
-            policy_pos,
-            "policy AllowDuringMaintenanceWindow needs at least one entry in \"windows\" (without one, nothing disruptive could ever run)",
-        ),
-        DisruptionPolicy::Allow | DisruptionPolicy::Block if !d.windows.is_empty() => c.warning(
-            d.windows[0].pos.or(policy_pos),
-            format!(
-                "windows are ignored with policy {:?}; use AllowDuringMaintenanceWindow to honour them",
-                d.policy.value
+/// Check disruption rules. `whole` is the pool's effective rules (after a
+/// shared policy is merged in): then only how the parts fit together is
+/// checked, the parts having been checked in their own documents.
+fn check_rules(c: &mut Checker, d: &DisruptionRules, fallback: Pos, whole: bool) {
+    let policy = d.policy.as_ref().map(|p| p.value).unwrap_or_default();
+    let policy_pos = d.policy.as_ref().map_or(fallback, |p| p.pos.or(fallback));
+    if whole {
+        match policy {
+            DisruptionPolicy::AllowDuringMaintenanceWindow if d.windows.is_empty() => c.error(
+                policy_pos,
+                "policy AllowDuringMaintenanceWindow needs at least one entry in \"windows\" (without one, nothing disruptive could ever run)",
             ),
-        ),
-        _ => {}
+            DisruptionPolicy::Allow | DisruptionPolicy::Block if !d.windows.is_empty() => c.warning(
+                d.windows[0].pos.or(policy_pos),
+                format!(
+                    "windows are ignored with policy {policy:?}; use AllowDuringMaintenanceWindow to honour them"
+                ),
+            ),
+            _ => {}
+        }
+        if let Some(u) = &d.until
+            && policy != DisruptionPolicy::Block
+        {
+            c.warning(
+                u.pos.or(policy_pos),
+                format!("until is ignored with policy {policy:?}; it ends a Block freeze"),
+            );
+        }
+        return;
+    }
+    if let Some(u) = &d.until
+        && u.value.parse::<jiff::Timestamp>().is_err()
+    {
+        c.error(
+            u.pos.or(policy_pos),
+            format!(
+                "until: {:?} is not an RFC 3339 timestamp such as 2027-01-04T08:00:00Z or 2027-01-04T09:00:00+01:00",
+                u.value
+            ),
+        );
     }
     for w in &d.windows {
-        let at = w.pos.or(policy_pos);
-        if w.days.is_empty() {
-            c.error(
-                w.days.pos.or(at),
-                "days must not be empty (omit it for every day)",
-            );
-        }
-        let dur = w.duration.value.as_std();
-        if dur.is_zero() {
-            c.error(
-                w.duration.pos.or(at),
-                "window duration must be greater than 0",
-            );
-        } else if dur > std::time::Duration::from_secs(7 * 24 * 3600) {
-            c.error(
-                w.duration.pos.or(at),
-                format!("window duration {} is longer than 7 days", w.duration.value),
-            );
-        }
-        check_timezone(c, &w.timezone, at);
+        check_window(c, w, policy_pos);
     }
+}
+
+fn check_window(c: &mut Checker, w: &At<Window>, fallback: Pos) {
+    let at = w.pos.or(fallback);
+    match (&w.start, &w.cron) {
+        (None, None) => c.error(
+            at,
+            "a window needs \"start\" (HH:MM, with optional \"days\") or \"cron\"",
+        ),
+        (Some(_), Some(cron)) => c.error(
+            cron.pos.or(at),
+            "\"start\" and \"cron\" exclude each other; keep one",
+        ),
+        (None, Some(cron)) => {
+            if w.days.pos.is_known() {
+                c.error(
+                    w.days.pos,
+                    "\"days\" is for windows with \"start\"; put the days in the cron expression",
+                );
+            }
+            if cron.split_whitespace().count() != 5 {
+                c.error(
+                    cron.pos.or(at),
+                    format!(
+                        "cron: {:?} must have five fields: minute hour day-of-month month day-of-week (e.g. \"0 22 * * 1-5\")",
+                        cron.value
+                    ),
+                );
+            } else if let Err(e) = crate::policy::parse_cron(cron.as_str(), "UTC") {
+                c.error(cron.pos.or(at), format!("cron: {:?}: {e}", cron.value));
+            }
+        }
+        (Some(_), None) => {}
+    }
+    if w.days.is_empty() {
+        c.error(
+            w.days.pos.or(at),
+            "days must not be empty (omit it for every day)",
+        );
+    }
+    let dur = w.duration.value.as_std();
+    if dur.is_zero() {
+        c.error(
+            w.duration.pos.or(at),
+            "window duration must be greater than 0",
+        );
+    } else if dur > std::time::Duration::from_secs(7 * 24 * 3600) {
+        c.error(
+            w.duration.pos.or(at),
+            format!("window duration {} is longer than 7 days", w.duration.value),
+        );
+    }
+    check_timezone(c, &w.timezone, at);
 }
 
 fn check_timezone(c: &mut Checker, tz: &At<String>, fallback: Pos) {

@@ -3,6 +3,7 @@
 
 mod inventory;
 mod lock;
+pub mod overrides;
 
 pub use inventory::{AppliedState, Inventory, InventoryEntry, Origin};
 pub use lock::{LockHolder, StateLock};

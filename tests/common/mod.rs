@@ -107,24 +107,27 @@ impl World {
     pub fn apply(&self) -> ApplyOutcome {
         let config = self.config();
         let providers = self.providers(&config);
-        let mut inventory = self.inventory();
+        let inventory = self.inventory();
         let observed = block_on(observe(&config, &inventory, &providers));
         let plan = plan::plan(&config, &observed, &inventory, &self.options());
+        let inventory = std::sync::Mutex::new(inventory);
+        let stop = poolwright::reconcile::Stop::new();
         let events = EventSink::none();
         let path = self.state_dir().inventory();
         let journal = poolwright::rollout::Journal::new(self.state_dir().journal_dir());
-        let mut ctx = ApplyContext {
+        let ctx = ApplyContext {
             config: &config,
             journal: &journal,
             override_policy: false,
             providers: &providers,
-            inventory: &mut inventory,
+            inventory: &inventory,
             inventory_path: &path,
             events: &events,
             clock: self.clock.as_ref(),
             progress: &|_| {},
+            stop: &stop,
         };
-        block_on(apply_plan(&plan, &mut ctx))
+        block_on(apply_plan(&plan, &ctx))
     }
 
     pub fn path(&self) -> PathBuf {

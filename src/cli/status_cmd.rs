@@ -1,0 +1,129 @@
+//! `poolwright status`: the running daemon's `/v1/status` as a table.
+
+use std::path::Path;
+
+use super::{Output, exit};
+use crate::daemon::board::StatusDoc;
+use crate::daemon::client::Client;
+
+pub(super) fn status(state_dir: &Path, url: Option<&str>, output: Output) -> anyhow::Result<u8> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = match url {
+        Some(u) => Client::at(u),
+        None => match rt.block_on(Client::find(state_dir)) {
+            Some(c) => c,
+            None => anyhow::bail!(
+                "no daemon is running on state directory {} (start one with `poolwright run DIR`, or pass --url)",
+                state_dir.display()
+            ),
+        },
+    };
+    let doc: StatusDoc = rt.block_on(client.get_json("/v1/status"))?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
+        Output::Text => print!("{}", render(&doc)),
+    }
+    Ok(if doc.config.valid {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
+/// The status as an operator reads it: a header, then one row per pool.
+pub fn render(doc: &StatusDoc) -> String {
+    let mut out = String::new();
+    let d = &doc.daemon;
+    out.push_str(&format!(
+        "poolwright run {} (pid {}, {}{}), up since {}\n",
+        d.dir,
+        d.pid,
+        d.mode,
+        if d.git_committed_only {
+            ", committed only"
+        } else {
+            ""
+        },
+        d.started_at
+    ));
+    let c = &doc.config;
+    let revision = c
+        .revision
+        .as_ref()
+        .map(|r| format!("{} {:?}", r.short(), r.subject))
+        .unwrap_or_else(|| "(not a git work tree)".into());
+    if c.valid {
+        out.push_str(&format!("desired state: {revision}\n"));
+    } else {
+        out.push_str(&format!(
+            "desired state: INVALID, {} error(s); still in force: {revision}\n",
+            c.errors.len()
+        ));
+        for e in &c.errors {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
+    let r = &doc.reconcile;
+    out.push_str(&format!(
+        "reconciles: {}{}{}\n\n",
+        r.count,
+        r.last_finished_at
+            .map(|t| format!(", last at {t}"))
+            .unwrap_or_default(),
+        r.next_resync_at
+            .map(|t| format!(", next resync at {t}"))
+            .unwrap_or_default()
+    ));
+    let rows: Vec<[String; 5]> = doc
+        .pools
+        .iter()
+        .map(|p| {
+            let progress = p
+                .rollout
+                .as_ref()
+                .map(|r| {
+                    format!(
+                        "{}/{} updated, {} available",
+                        r.counts.updated.min(r.counts.desired),
+                        r.counts.desired,
+                        r.counts.available
+                    )
+                })
+                .unwrap_or_else(|| "-".into());
+            let mut message = p.message.clone();
+            if let Some(e) = &p.last_error {
+                message.push_str(&format!("; last error at {}: {}", e.at, e.message));
+            }
+            [
+                p.name.clone(),
+                p.state.as_str().to_string(),
+                progress,
+                p.revision.clone().unwrap_or_else(|| "-".into()),
+                message,
+            ]
+        })
+        .collect();
+    let header = ["POOL", "STATE", "PROGRESS", "REVISION", "MESSAGE"].map(String::from);
+    let mut widths = [0usize; 4];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter().zip(row.iter()) {
+            out.push_str(&format!("{cell:<w$}  "));
+        }
+        out.push_str(&row[4]);
+        out.push('\n');
+    }
+    for o in &doc.overrides {
+        out.push_str(&format!(
+            "\nOVERRIDE nodepool.{}: {} by {} at {}: {:?}\n",
+            o.pool, o.policy, o.by, o.at, o.reason
+        ));
+    }
+    out
+}

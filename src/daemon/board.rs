@@ -1,0 +1,330 @@
+//! The daemon's status board: what it is doing, what is blocked and why, per
+//! pool. Written by the reconcile loop and the pool workers, read by
+//! `/v1/status`, `poolwright status` and the systemd STATUS line.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::model::TemplateHash;
+use crate::plan::render::Revision;
+use crate::reconcile::{Counts, Event};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a pool is doing now, in one word (also the `state` label in metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolState {
+    /// Matches the desired state.
+    InSync,
+    /// Steps are being applied (a rollout, a scale, an in-place update...).
+    Applying,
+    /// Changes are due but a disruption policy holds the disruptive ones.
+    Blocked,
+    /// A human paused its rollout.
+    Paused,
+    /// Its rollout stopped on failures and waits for a human.
+    Degraded,
+    /// Dry-run: changes are due and would be applied.
+    Pending,
+    /// Nothing will be done, and `message` says why.
+    LeftAlone,
+    /// The last attempt failed (see `lastError`); retried on the next reconcile.
+    Error,
+}
+
+impl PoolState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolState::InSync => "in-sync",
+            PoolState::Applying => "applying",
+            PoolState::Blocked => "blocked",
+            PoolState::Paused => "paused",
+            PoolState::Degraded => "degraded",
+            PoolState::Pending => "pending",
+            PoolState::LeftAlone => "left-alone",
+            PoolState::Error => "error",
+        }
+    }
+    pub const ALL: [PoolState; 8] = [
+        PoolState::InSync,
+        PoolState::Applying,
+        PoolState::Blocked,
+        PoolState::Paused,
+        PoolState::Degraded,
+        PoolState::Pending,
+        PoolState::LeftAlone,
+        PoolState::Error,
+    ];
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedStatus {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// When this block began (this daemon's view).
+    pub since: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastError {
+    pub at: Timestamp,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgress {
+    pub target: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub last_event: String,
+    pub last_event_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    pub name: String,
+    pub provider: String,
+    pub state: PoolState,
+    /// One sentence: what it is doing or why not.
+    pub message: String,
+    /// The desired state's revision this pool was last planned from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The steps due now (what a dry-run would have done).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutProgress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockedStatus>,
+    /// Total time this daemon has seen the pool blocked by its disruption policy.
+    #[serde(default)]
+    pub blocked_seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<LastError>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigStatus {
+    /// Whether the last load succeeded.
+    pub valid: bool,
+    /// Every error of the last failed load, as FILE:LINE:COL: error: MESSAGE.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_load_at: Option<Timestamp>,
+    /// The revision of the desired state in force (the last good load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_force_since: Option<Timestamp>,
+    /// The revision that failed to load, when the last load failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_revision: Option<Revision>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileStatus {
+    /// Plans computed since start.
+    pub count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_trigger: Option<String>,
+    /// When the change that caused the last plan was noticed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_triggered_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_finished_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_resync_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonInfo {
+    pub pid: u32,
+    pub started_at: Timestamp,
+    pub dir: String,
+    pub state_dir: String,
+    /// `apply`, or `dry-run` (plans only).
+    pub mode: String,
+    pub git_committed_only: bool,
+    pub ready: bool,
+    pub stopping: bool,
+}
+
+/// Emergency overrides of disruption policies, most recent last.
+pub use crate::store::overrides::OverrideRecord as OverrideStatus;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDoc {
+    pub format_version: u32,
+    pub daemon: DaemonInfo,
+    pub config: ConfigStatus,
+    pub reconcile: ReconcileStatus,
+    pub pools: Vec<PoolStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideStatus>,
+}
+
+impl StatusDoc {
+    /// The systemd STATUS= line.
+    pub fn summary(&self) -> String {
+        let mut by_state: BTreeMap<PoolState, usize> = BTreeMap::new();
+        for p in &self.pools {
+            *by_state.entry(p.state).or_default() += 1;
+        }
+        let states: Vec<String> = by_state
+            .iter()
+            .map(|(s, n)| format!("{n} {}", s.as_str()))
+            .collect();
+        let config = match (&self.config.revision, self.config.valid) {
+            (_, false) if self.config.last_load_at.is_some() => format!(
+                "config INVALID ({} error(s)), last good in force",
+                self.config.errors.len()
+            ),
+            (Some(r), _) => format!("config {}", r.short()),
+            (None, _) => "config loaded".to_string(),
+        };
+        format!(
+            "{}{} pools: {}; {config}",
+            if self.daemon.mode == "dry-run" {
+                "dry-run: "
+            } else {
+                ""
+            },
+            self.pools.len(),
+            if states.is_empty() {
+                "none".to_string()
+            } else {
+                states.join(", ")
+            }
+        )
+    }
+}
+
+/// Shared, lock-protected status (short critical sections, never held across await).
+pub struct Board {
+    doc: RwLock<StatusDoc>,
+}
+
+impl Board {
+    pub fn new(daemon: DaemonInfo) -> Board {
+        Board {
+            doc: RwLock::new(StatusDoc {
+                format_version: FORMAT_VERSION,
+                daemon,
+                config: ConfigStatus::default(),
+                reconcile: ReconcileStatus::default(),
+                pools: Vec::new(),
+                overrides: Vec::new(),
+            }),
+        }
+    }
+
+    pub fn snapshot(&self) -> StatusDoc {
+        self.doc.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn update<T>(&self, f: impl FnOnce(&mut StatusDoc) -> T) -> T {
+        f(&mut self.doc.write().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Change one pool's entry (created on first sight).
+    pub fn pool<T>(&self, name: &str, provider: &str, f: impl FnOnce(&mut PoolStatus) -> T) -> T {
+        self.update(|doc| {
+            let i = match doc.pools.binary_search_by(|p| p.name.as_str().cmp(name)) {
+                Ok(i) => i,
+                Err(i) => {
+                    doc.pools.insert(
+                        i,
+                        PoolStatus {
+                            name: name.to_string(),
+                            provider: provider.to_string(),
+                            state: PoolState::InSync,
+                            message: String::new(),
+                            revision: None,
+                            pending: Vec::new(),
+                            rollout: None,
+                            blocked: None,
+                            blocked_seconds: 0.0,
+                            last_error: None,
+                        },
+                    );
+                    i
+                }
+            };
+            f(&mut doc.pools[i])
+        })
+    }
+
+    /// Drop pools that are neither desired nor observed any more.
+    pub fn retain_pools(&self, keep: impl Fn(&str) -> bool) {
+        self.update(|doc| doc.pools.retain(|p| keep(&p.name)));
+    }
+
+    /// What the last observation of a pool found.
+    pub fn observed(&self, pool: &str, counts: Counts, target: TemplateHash, now: Timestamp) {
+        self.update(|doc| {
+            let Ok(i) = doc.pools.binary_search_by(|p| p.name.as_str().cmp(pool)) else {
+                return;
+            };
+            let p = &mut doc.pools[i];
+            let (last_event, last_event_at) = p
+                .rollout
+                .as_ref()
+                .map(|r| (r.last_event.clone(), r.last_event_at))
+                .unwrap_or_else(|| ("observed".into(), now));
+            p.rollout = Some(RolloutProgress {
+                target: target.to_string(),
+                counts,
+                last_event,
+                last_event_at,
+            });
+        });
+    }
+
+    /// A rollout event: progress for the pool it concerns.
+    pub fn record_event(&self, e: &Event) {
+        self.update(|doc| {
+            let Ok(i) = doc.pools.binary_search_by(|p| p.name.as_str().cmp(&e.pool)) else {
+                return;
+            };
+            let p = &mut doc.pools[i];
+            if let Some(c) = e.counts {
+                let target = p
+                    .rollout
+                    .as_ref()
+                    .map(|r| r.target.clone())
+                    .unwrap_or_default();
+                p.rollout = Some(RolloutProgress {
+                    target,
+                    counts: c,
+                    last_event: e.event.to_string(),
+                    last_event_at: e.ts,
+                });
+            }
+            if e.event == "step_failed" {
+                p.last_error = Some(LastError {
+                    at: e.ts,
+                    message: e.message.clone(),
+                });
+            }
+        });
+    }
+}

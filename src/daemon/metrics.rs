@@ -1,0 +1,224 @@
+//! Prometheus metrics (prometheus-client, text exposition on `/metrics`).
+//! Labels never carry secrets: pool, provider and call names, states and kinds.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::provider::{CallObserver, ErrorKind};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolStateLabels {
+    pub pool: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    pub pool: String,
+    /// desired, total, available, updated, outdated
+    pub nodes: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BlockedLabels {
+    pub pool: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub provider: String,
+    pub call: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallErrorLabels {
+    pub provider: String,
+    pub call: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub event: String,
+}
+
+fn call_histogram() -> Histogram {
+    // 1 ms .. ~16 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub reconcile_seconds: Histogram,
+    pub config_load_errors: Counter,
+    pub config_valid: Gauge,
+    pub pools: Family<StateLabels, Gauge>,
+    pub nodes: Family<PoolStateLabels, Gauge>,
+    pub rollout_nodes: Family<RolloutLabels, Gauge>,
+    pub blocked: Family<BlockedLabels, Gauge>,
+    pub blocked_seconds: Family<PoolLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    pub next_window_start: Family<PoolLabels, Gauge>,
+    pub overrides: Counter,
+    pub provider_calls: Family<CallLabels, Counter>,
+    pub provider_errors: Family<CallErrorLabels, Counter>,
+    pub provider_seconds: Family<CallLabels, Histogram, fn() -> Histogram>,
+    pub events: Family<EventLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("poolwright");
+        let m = Metrics {
+            reconciles: Family::default(),
+            reconcile_seconds: reconcile_histogram(),
+            config_load_errors: Counter::default(),
+            config_valid: Gauge::default(),
+            pools: Family::default(),
+            nodes: Family::default(),
+            rollout_nodes: Family::default(),
+            blocked: Family::default(),
+            blocked_seconds: Family::default(),
+            next_window_start: Family::default(),
+            overrides: Counter::default(),
+            provider_calls: Family::default(),
+            provider_errors: Family::default(),
+            provider_seconds: Family::new_with_constructor(call_histogram),
+            events: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "reconciles",
+            "Plans computed, by what triggered them",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time to load, observe and plan (not the steps that follow)",
+            m.reconcile_seconds.clone(),
+        );
+        registry.register(
+            "config_load_errors",
+            "Loads of the desired state that failed (the last good one stayed in force)",
+            m.config_load_errors.clone(),
+        );
+        registry.register(
+            "config_valid",
+            "1 when the last load of the desired state succeeded",
+            m.config_valid.clone(),
+        );
+        registry.register("pools", "Pools by state", m.pools.clone());
+        registry.register("nodes", "Nodes by pool and state", m.nodes.clone());
+        registry.register(
+            "rollout_nodes",
+            "Rollout progress: nodes of each pool being rolled, by kind",
+            m.rollout_nodes.clone(),
+        );
+        registry.register(
+            "blocked_operations",
+            "Pools whose due disruptive steps are held, by reason",
+            m.blocked.clone(),
+        );
+        registry.register(
+            "policy_blocked_seconds",
+            "Time pools have spent blocked by their disruption policy",
+            m.blocked_seconds.clone(),
+        );
+        registry.register(
+            "next_window_start_timestamp_seconds",
+            "When a blocked pool's next maintenance window opens (Unix time)",
+            m.next_window_start.clone(),
+        );
+        registry.register(
+            "disruption_overrides",
+            "Emergency overrides of disruption policies",
+            m.overrides.clone(),
+        );
+        registry.register(
+            "provider_calls",
+            "Provider calls made",
+            m.provider_calls.clone(),
+        );
+        registry.register(
+            "provider_call_errors",
+            "Provider calls that failed, by kind of failure",
+            m.provider_errors.clone(),
+        );
+        registry.register(
+            "provider_call_duration_seconds",
+            "Provider call latency",
+            m.provider_seconds.clone(),
+        );
+        registry.register("events", "Rollout and apply events", m.events.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Provider calls are counted and timed through the registry's observer hook.
+impl CallObserver for Metrics {
+    fn call_finished(
+        &self,
+        provider: &str,
+        call: &'static str,
+        elapsed: Duration,
+        error: Option<ErrorKind>,
+    ) {
+        let labels = CallLabels {
+            provider: provider.to_string(),
+            call: call.to_string(),
+        };
+        self.provider_calls.get_or_create(&labels).inc();
+        self.provider_seconds
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        if let Some(kind) = error {
+            self.provider_errors
+                .get_or_create(&CallErrorLabels {
+                    provider: labels.provider,
+                    call: labels.call,
+                    kind: format!("{kind:?}").to_lowercase(),
+                })
+                .inc();
+        }
+    }
+}

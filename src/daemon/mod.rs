@@ -1,0 +1,282 @@
+//! `poolwright run DIR`: the long-running service. Watches the desired state
+//! (files, or commits with `--git-committed-only`), reconciles on every change
+//! and on a periodic resync, serves status and metrics, and talks to systemd.
+//!
+//! Shutdown (SIGTERM/SIGINT) stops starting new steps, lets in-flight steps
+//! reach a safe point within `--shutdown-grace`, and exits 0; the rollout
+//! journal (written before every side effect) lets the next start resume.
+
+pub mod board;
+pub mod client;
+pub mod http;
+pub mod metrics;
+pub mod reconciler;
+pub mod source;
+pub mod systemd;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use board::{Board, DaemonInfo};
+use metrics::Metrics;
+use reconciler::{Reconciler, Settings, Trigger};
+use source::ConfigSource;
+
+use crate::clock::{Clock, SystemClock};
+use crate::reconcile::{EventSink, Stop};
+use crate::store::{StateDir, StateLock, atomic_write};
+
+pub struct Options {
+    pub dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub prune: bool,
+    pub dry_run: bool,
+    pub git_committed_only: bool,
+    pub resync: Duration,
+    pub parallelism: usize,
+    pub listen: SocketAddr,
+    pub events: Option<PathBuf>,
+    pub shutdown_grace: Duration,
+    pub debounce: Duration,
+    pub retry_after: Duration,
+}
+
+/// Written to `STATE/daemon.json` so `poolwright status` and `rollout` find
+/// the running daemon's status address.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonFile {
+    pub pid: u32,
+    pub url: String,
+    pub started_at: Timestamp,
+}
+
+pub fn daemon_file(state_dir: &std::path::Path) -> PathBuf {
+    state_dir.join("daemon.json")
+}
+
+pub fn run(opts: Options) -> anyhow::Result<u8> {
+    let state = StateDir::new(&opts.state_dir);
+    let _lock = StateLock::acquire(
+        &state.root,
+        &format!("poolwright run {}", opts.dir.display()),
+    )?;
+    let source = ConfigSource::new(opts.dir.clone(), opts.git_committed_only)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(opts, state, source))
+}
+
+async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::Result<u8> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let started_at = clock.now();
+    let board = Arc::new(Board::new(DaemonInfo {
+        pid: std::process::id(),
+        started_at,
+        dir: opts.dir.display().to_string(),
+        state_dir: opts.state_dir.display().to_string(),
+        mode: if opts.dry_run { "dry-run" } else { "apply" }.into(),
+        git_committed_only: opts.git_committed_only,
+        ready: false,
+        stopping: false,
+    }));
+    let metrics = Arc::new(Metrics::new());
+    let events_path = opts
+        .events
+        .clone()
+        .unwrap_or_else(|| state.root.join("events.jsonl"));
+    let events = Arc::new(EventSink::to_file(&events_path)?.observed_by({
+        let board = board.clone();
+        let metrics = metrics.clone();
+        move |e| {
+            board.record_event(e);
+            metrics
+                .events
+                .get_or_create(&metrics::EventLabels {
+                    event: e.event.to_string(),
+                })
+                .inc();
+        }
+    }));
+
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let mut reconciler = Reconciler::new(
+        Settings {
+            prune: opts.prune,
+            dry_run: opts.dry_run,
+            parallelism: opts.parallelism,
+            retry_after: opts.retry_after,
+        },
+        source.clone(),
+        state.clone(),
+        clock.clone(),
+        board.clone(),
+        metrics.clone(),
+        events.clone(),
+        done_tx,
+    )?;
+
+    // Status and metrics.
+    let (control_tx, mut control_rx) = mpsc::unbounded_channel();
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {} for status and metrics", opts.listen))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        tracing::warn!(
+            "status and metrics listen on {local}, beyond loopback, as configured with --listen"
+        );
+    }
+    let app = http::router(http::HttpState {
+        board: board.clone(),
+        metrics: metrics.clone(),
+        latest_plan: reconciler.latest_plan.clone(),
+        control: control_tx,
+    });
+    let http_stop = Stop::new();
+    let server = tokio::spawn({
+        let http_stop = http_stop.clone();
+        async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { http_stop.requested().await })
+                .await
+        }
+    });
+    let daemon_file_path = daemon_file(&state.root);
+    atomic_write(
+        &daemon_file_path,
+        serde_json::to_string_pretty(&DaemonFile {
+            pid: std::process::id(),
+            url: format!("http://{local}"),
+            started_at,
+        })?
+        .as_bytes(),
+    )?;
+    tracing::info!(
+        dir = %opts.dir.display(),
+        mode = if opts.dry_run { "dry-run" } else { "apply" },
+        git_committed_only = opts.git_committed_only,
+        "poolwright run: status and metrics on http://{local}"
+    );
+
+    // Changes to the desired state.
+    let (files_tx, mut files_rx) = mpsc::unbounded_channel();
+    let _watch = watch::watch(&source, opts.debounce, files_tx)?;
+
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let watchdog_every = systemd::watchdog_interval();
+    let mut watchdog = tokio::time::interval(watchdog_every.unwrap_or(Duration::from_secs(3600)));
+
+    let mut pending: Option<(Trigger, Timestamp)> = Some((Trigger::Startup, started_at));
+    let mut next_resync = tokio::time::Instant::now() + opts.resync;
+    let mut ready = false;
+    loop {
+        if let Some((trigger, noticed)) = pending.take() {
+            if trigger == Trigger::Resync {
+                next_resync = tokio::time::Instant::now() + opts.resync;
+            }
+            reconciler.reconcile(trigger, noticed).await;
+            let resync_at = clock
+                .now()
+                .saturating_add(jiff::SignedDuration::try_from(
+                    next_resync.saturating_duration_since(tokio::time::Instant::now()),
+                )?)
+                .unwrap_or(clock.now());
+            board.update(|d| d.reconcile.next_resync_at = Some(resync_at));
+            let summary = board.snapshot().summary();
+            if !ready {
+                // Up and serving status after the first round, even when the
+                // desired state is invalid (status says so; /readyz stays 503
+                // until one loads), so systemd does not restart it in a loop.
+                ready = true;
+                systemd::ready(&summary);
+            } else {
+                systemd::status(&summary);
+            }
+            if board.snapshot().config.valid && !board.snapshot().daemon.ready {
+                board.update(|d| d.daemon.ready = true);
+            }
+        }
+        // Sleep until the resync, or something due sooner (a window opening, a retry).
+        let wake = reconciler
+            .wake_at()
+            .map(|t| {
+                let secs = t.duration_since(clock.now()).as_secs_f64().max(0.0);
+                tokio::time::Instant::now() + Duration::from_secs_f64(secs)
+            })
+            .filter(|w| *w < next_resync);
+        let trigger = tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: reloading the desired state");
+                Some(Trigger::Reload)
+            }
+            Some(done) = done_rx.recv() => reconciler.finished(done).then_some(Trigger::PoolDone),
+            Some(request) = control_rx.recv() => reconciler.control(request).then_some(Trigger::Control),
+            Some(()) = files_rx.recv() => reconciler.files_changed().then_some(Trigger::Files),
+            _ = tokio::time::sleep_until(next_resync) => Some(Trigger::Resync),
+            _ = tokio::time::sleep_until(wake.unwrap_or(next_resync)), if wake.is_some() => Some(Trigger::Wake),
+            _ = watchdog.tick(), if watchdog_every.is_some() => {
+                systemd::watchdog();
+                None
+            }
+        };
+        let noticed = clock.now();
+        // Coalesce whatever else is already queued into this one round.
+        let mut trigger = trigger;
+        while let Ok(()) = files_rx.try_recv() {
+            if reconciler.files_changed() {
+                trigger = Some(trigger.map_or(Trigger::Files, |t| t.merge(Trigger::Files)));
+            }
+        }
+        if let Some(t) = trigger {
+            pending = Some((t, noticed));
+        }
+    }
+
+    // Shutdown: nothing new starts; in-flight steps reach a safe point.
+    tracing::info!(
+        busy = reconciler.busy_pools(),
+        "stopping: no new steps start; waiting up to {:?} for steps in flight",
+        opts.shutdown_grace
+    );
+    systemd::stopping();
+    board.update(|d| d.daemon.stopping = true);
+    reconciler.stop_all();
+    let deadline = tokio::time::Instant::now() + opts.shutdown_grace;
+    while reconciler.busy_pools() > 0 {
+        match tokio::time::timeout_at(deadline, done_rx.recv()).await {
+            Ok(Some(done)) => {
+                reconciler.finished(done);
+            }
+            Ok(None) => break,
+            Err(_) => {
+                tracing::warn!(
+                    busy = reconciler.busy_pools(),
+                    "steps still in flight after {:?}; exiting anyway: their journals resume them on the next start",
+                    opts.shutdown_grace
+                );
+                break;
+            }
+        }
+    }
+    http_stop.request();
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    let _ = std::fs::remove_file(&daemon_file_path);
+    tracing::info!("stopped");
+    Ok(0)
+}

@@ -1,0 +1,102 @@
+//! A provider wrapped so every call is timed and its outcome counted (the
+//! daemon's `/metrics`: provider call errors and latency), without any backend
+//! knowing about metrics.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::{Capabilities, ErrorKind, Provider, Result};
+use crate::model::{Bounds, InPlace, NodeTemplate, ObservedPool, PoolSpec};
+
+/// Told about every provider call once it returns.
+pub trait CallObserver: Send + Sync {
+    fn call_finished(
+        &self,
+        provider: &str,
+        call: &'static str,
+        elapsed: Duration,
+        error: Option<ErrorKind>,
+    );
+}
+
+pub struct Instrumented {
+    inner: Arc<dyn Provider>,
+    observer: Arc<dyn CallObserver>,
+}
+
+impl Instrumented {
+    pub fn wrap(inner: Arc<dyn Provider>, observer: Arc<dyn CallObserver>) -> Arc<dyn Provider> {
+        Arc::new(Instrumented { inner, observer })
+    }
+
+    async fn timed<T>(
+        &self,
+        call: &'static str,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let started = Instant::now();
+        let result = f.await;
+        self.observer.call_finished(
+            self.inner.name(),
+            call,
+            started.elapsed(),
+            result.as_ref().err().map(|e| e.kind),
+        );
+        result
+    }
+}
+
+#[async_trait]
+impl Provider for Instrumented {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
+        self.timed("describe_pools", self.inner.describe_pools(names))
+            .await
+    }
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
+        self.timed("create_pool", self.inner.create_pool(spec))
+            .await
+    }
+    async fn delete_pool(&self, pool: &str) -> Result<()> {
+        self.timed("delete_pool", self.inner.delete_pool(pool))
+            .await
+    }
+    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
+        self.timed("set_size", self.inner.set_size(pool, size))
+            .await
+    }
+    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
+        self.timed("set_template", self.inner.set_template(pool, template))
+            .await
+    }
+    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
+        self.timed("create_nodes", self.inner.create_nodes(pool, count))
+            .await
+    }
+    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+        self.timed(
+            "terminate_node",
+            self.inner.terminate_node(pool, node, decrement),
+        )
+        .await
+    }
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
+        self.timed("update_in_place", self.inner.update_in_place(pool, attrs))
+            .await
+    }
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
+        self.timed("set_bounds", self.inner.set_bounds(pool, bounds))
+            .await
+    }
+    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
+        self.timed("reimage_node", self.inner.reimage_node(pool, node))
+            .await
+    }
+}

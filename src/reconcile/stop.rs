@@ -1,0 +1,63 @@
+//! A request to stop starting new steps: SIGTERM, a superseding desired state,
+//! a human's pause through the daemon, or a lost leader lease. Whoever acts
+//! checks it between steps (the safe points) and while waiting.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<watch::Sender<bool>>);
+
+impl Default for Stop {
+    fn default() -> Self {
+        Stop(Arc::new(watch::channel(false).0))
+    }
+}
+
+impl Stop {
+    pub fn new() -> Self {
+        Stop::default()
+    }
+
+    /// Ask every holder to stop at its next safe point.
+    pub fn request(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once a stop has been requested (at once if it already was).
+    pub async fn requested(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_wakes_a_waiter_even_if_it_came_first() {
+        let stop = Stop::new();
+        assert!(!stop.is_requested());
+        stop.request();
+        tokio::time::timeout(std::time::Duration::from_secs(1), stop.requested())
+            .await
+            .expect("an earlier request is seen");
+        let later = Stop::new();
+        let waiter = tokio::spawn({
+            let later = later.clone();
+            async move { later.requested().await }
+        });
+        later.request();
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiter)
+            .await
+            .expect("a later request wakes the waiter")
+            .unwrap();
+    }
+}

@@ -1,0 +1,735 @@
+//! `poolwright run` end to end on the simulator: a real daemon process, its
+//! HTTP status surface, its event log, the simulator's audit of the calls it
+//! received, and real signals.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 50\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 5s}\n  drainTime: {fixed: 10s}\n  terminateTime: {fixed: 5s}\n";
+
+fn pool(image: &str) -> String {
+    format!(
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 4\n  template: {{image: {image}}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: 200ms}}\n"
+    )
+}
+
+struct Daemon {
+    child: Child,
+    root: PathBuf,
+    url: String,
+}
+
+impl Daemon {
+    /// Start `poolwright run config` in `root` and wait until it serves status.
+    fn start(root: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(root, extra, &[])
+    }
+
+    fn start_with_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let state = root.join("state");
+        let _ = std::fs::remove_file(state.join("daemon.json"));
+        let child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(root)
+            .args([
+                "run",
+                "config",
+                "--state-dir",
+                "state",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--resync",
+                "1h",
+                "--retry-after",
+                "1s",
+                "--log-format",
+                "json",
+            ])
+            .args(extra)
+            .env_remove("POOLWRIGHT_STATE_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join("daemon.log")).unwrap())
+            .spawn()
+            .expect("starting poolwright run");
+        let started = Instant::now();
+        let url = loop {
+            if let Ok(text) = std::fs::read_to_string(state.join("daemon.json"))
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+            {
+                break v["url"].as_str().unwrap().to_string();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the daemon did not start serving status: {}",
+                std::fs::read_to_string(root.join("daemon.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Daemon {
+            child,
+            root: root.to_path_buf(),
+            url,
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        http(&self.url, "GET", path)
+    }
+
+    fn status(&self) -> Value {
+        let (code, body) = self.get("/v1/status");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn pool(&self, name: &str) -> Value {
+        self.status()["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    /// Wait until `cond` holds for the status, or fail with the status and the log.
+    fn wait_for(&self, what: &str, limit: Duration, cond: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let s = self.status();
+            if cond(&s) {
+                return s;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "timed out waiting for {what}; status: {s:#}\nlog tail: {}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.root.join("daemon.log")).unwrap_or_default();
+        log.lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let (code, body) = self.get("/metrics");
+        assert_eq!(code, 200);
+        let lines = body.lines().map(|l| Ok(l.to_string()));
+        let scrape =
+            prometheus_parse::Scrape::parse(lines).expect("/metrics parses as Prometheus text");
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(40),
+                "the daemon did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A small HTTP/1.1 client: enough for a loopback status server.
+fn http(url: &str, method: &str, path: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connecting to the status server");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
+}
+
+fn setup(image: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("providers.yaml"), PROVIDER).unwrap();
+    std::fs::write(config.join("web.yaml"), pool(image)).unwrap();
+    tmp
+}
+
+fn events(root: &Path) -> Vec<Value> {
+    std::fs::read_to_string(root.join("state/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The simulator's own record of the calls it received.
+fn audit_calls(root: &Path, prefix: &str) -> Vec<String> {
+    std::fs::read_to_string(root.join("state/sim/sim.audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["call"].as_str().map(str::to_string))
+        .filter(|c| c.starts_with(prefix))
+        .collect()
+}
+
+fn in_sync_with(image_nodes: u64) -> impl Fn(&Value) -> bool {
+    move |s: &Value| {
+        s["pools"].as_array().is_some_and(|pools| {
+            pools.iter().any(|p| {
+                p["name"] == "web"
+                    && p["state"] == "in-sync"
+                    && p["rollout"]["updated"] == image_nodes
+                    && p["rollout"]["available"] == image_nodes
+            })
+        })
+    }
+}
+
+fn assert_bounds(root: &Path) {
+    for e in events(root) {
+        if e["pool"] != "web" || e["event"] == "pool_created" {
+            continue;
+        }
+        let Some(c) = e.get("counts") else { continue };
+        assert!(c["total"].as_u64().unwrap() <= 5, "surge exceeded: {e}");
+        assert!(
+            c["available"].as_u64().unwrap() >= 4,
+            "unavailable exceeded: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_template_change_rolls_to_completion_seen_through_status_metrics_and_events() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &[]);
+    let s = d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    let first = s["pools"][0]["rollout"]["target"].clone();
+    let (code, body) = d.get("/readyz");
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
+    assert_eq!(d.get("/healthz").0, 200);
+
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    let s = d.wait_for("the rollout to complete", Duration::from_secs(60), |s| {
+        in_sync_with(4)(s) && s["pools"][0]["rollout"]["target"] != first
+    });
+    let target = s["pools"][0]["rollout"]["target"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let evs = events(tmp.path());
+    let completed: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "rollout_completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "one rollout, completed once: {evs:#?}");
+    assert!(evs.iter().any(
+        |e| e["event"] == "rollout_started" && e["message"].as_str().unwrap().contains(&target)
+    ));
+    assert_bounds(tmp.path());
+    assert_eq!(
+        audit_calls(tmp.path(), "TerminateNode(").len(),
+        4,
+        "each old node terminated once"
+    );
+
+    // Metrics parse as Prometheus text and say what happened.
+    assert!(d.metric("poolwright_reconciles_total", &[("trigger", "files")]) >= 1.0);
+    assert_eq!(d.metric("poolwright_config_valid", &[]), 1.0);
+    assert_eq!(d.metric("poolwright_pools", &[("state", "in-sync")]), 1.0);
+    assert_eq!(
+        d.metric("poolwright_nodes", &[("pool", "web"), ("state", "healthy")]),
+        4.0
+    );
+    assert!(
+        d.metric(
+            "poolwright_provider_calls_total",
+            &[("provider", "sim"), ("call", "create_nodes")]
+        ) >= 4.0
+    );
+    assert!(
+        d.metric(
+            "poolwright_provider_call_duration_seconds_count",
+            &[("call", "describe_pools")]
+        ) >= 1.0
+    );
+    assert!(d.metric("poolwright_events_total", &[("event", "rollout_completed")]) == 1.0);
+    assert!(d.metric("poolwright_reconcile_duration_seconds_count", &[]) >= 2.0);
+
+    assert!(d.terminate().success(), "SIGTERM exits 0");
+}
+
+#[test]
+fn an_invalid_file_acts_on_nothing_and_status_says_where() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    let calls_before = audit_calls(tmp.path(), "").len();
+
+    // A template change together with a broken value: nothing may act.
+    std::fs::write(
+        tmp.path().join("config/web.yaml"),
+        pool("img-2").replace("size: 4", "size: -4"),
+    )
+    .unwrap();
+    let s = d.wait_for("the load error in status", Duration::from_secs(10), |s| {
+        s["config"]["valid"] == false
+    });
+    let errors = s["config"]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].as_str().unwrap();
+    assert!(
+        e.starts_with("config/web.yaml:6:9: error:"),
+        "file:line:col first: {e}"
+    );
+    assert_eq!(d.metric("poolwright_config_valid", &[]), 0.0);
+    assert!(d.metric("poolwright_config_load_errors_total", &[]) >= 1.0);
+    assert_eq!(
+        d.get("/readyz").0,
+        200,
+        "still ready: the last good desired state is in force"
+    );
+    // A resync still reconciles with the last good state, and changes nothing.
+    Command::new("kill")
+        .args(["-HUP", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let mutating: Vec<String> = audit_calls(tmp.path(), "")[calls_before..]
+        .iter()
+        .filter(|c| !c.starts_with("DescribePools"))
+        .cloned()
+        .collect();
+    assert!(
+        mutating.is_empty(),
+        "a broken file made calls: {mutating:?}"
+    );
+    assert_eq!(d.pool("web")["state"], "in-sync");
+
+    // The next good load resumes.
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    d.wait_for("the fixed file to load", Duration::from_secs(10), |s| {
+        s["config"]["valid"] == true
+    });
+    d.wait_for("the rollout to complete", Duration::from_secs(60), |s| {
+        in_sync_with(4)(s) && s["reconcile"]["count"].as_u64().unwrap() > 2
+    });
+    assert_eq!(audit_calls(tmp.path(), "TerminateNode(").len(), 4);
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn in_git_committed_only_mode_a_commit_reconciles_once_and_an_edit_not_at_all() {
+    let tmp = setup("img-1");
+    let config = tmp.path().join("config");
+    git(&config, &["init", "-q", "-b", "main"]);
+    git(&config, &["add", "."]);
+    git(&config, &["commit", "-q", "-m", "first fleet"]);
+    let d = Daemon::start(tmp.path(), &["--git-committed-only"]);
+    let s = d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    assert_eq!(s["config"]["revision"]["subject"], "first fleet");
+    assert_eq!(s["config"]["revision"]["dirty"], false);
+    let files = |d: &Daemon| d.metric("poolwright_reconciles_total", &[("trigger", "files")]);
+    assert_eq!(files(&d), 0.0);
+
+    // An uncommitted edit: no reconcile, nothing acts.
+    std::fs::write(config.join("web.yaml"), pool("img-2")).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(files(&d), 0.0, "an uncommitted edit triggered a reconcile");
+    assert_eq!(audit_calls(tmp.path(), "SetTemplate(").len(), 0);
+
+    // Committing it: exactly one reconcile, from the commit, carrying its revision.
+    git(&config, &["commit", "-q", "-am", "roll web to img-2"]);
+    d.wait_for(
+        "the commit to be reconciled",
+        Duration::from_secs(10),
+        |s| s["config"]["revision"]["subject"] == "roll web to img-2",
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(files(&d), 1.0, "one commit, one reconcile");
+    d.wait_for("the rollout to complete", Duration::from_secs(60), |s| {
+        in_sync_with(4)(s)
+            && s["pools"][0]["revision"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("main@"))
+    });
+    let evs = events(tmp.path());
+    let started = evs
+        .iter()
+        .find(|e| e["event"] == "rollout_started")
+        .expect("a rollout");
+    assert!(
+        started["revision"].as_str().unwrap().starts_with("main@"),
+        "events carry the revision: {started}"
+    );
+}
+
+#[test]
+fn sigterm_mid_rollout_stops_at_a_safe_point_and_a_restart_finishes_without_repeating() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    // Let the rollout act, then stop the daemon mid-way.
+    let started = Instant::now();
+    while !events(tmp.path())
+        .iter()
+        .any(|e| e["event"] == "node_create_requested" && e["counts"]["updated"] == 1)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the rollout never got going: {}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = d.terminate();
+    assert!(
+        status.success(),
+        "SIGTERM mid-rollout exits 0, got {status}"
+    );
+    assert!(
+        tmp.path().join("state/journal/web.json").exists(),
+        "the journal holds the unfinished rollout"
+    );
+    assert!(!tmp.path().join("state/daemon.json").exists());
+    let log = std::fs::read_to_string(tmp.path().join("daemon.log")).unwrap();
+    assert!(log.contains("stopping: no new steps start"), "{log}");
+
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the resumed rollout to complete",
+        Duration::from_secs(60),
+        |s| in_sync_with(4)(s) && !tmp.path().join("state/journal/web.json").exists(),
+    );
+    let mut terminated = audit_calls(tmp.path(), "TerminateNode(");
+    let n = terminated.len();
+    terminated.sort();
+    terminated.dedup();
+    assert_eq!(
+        (n, terminated.len()),
+        (4, 4),
+        "each old node terminated exactly once"
+    );
+    let created: usize = audit_calls(tmp.path(), "CreateNodes(").len();
+    assert_eq!(
+        created,
+        4,
+        "one new node per old node, none repeated: {:?}",
+        audit_calls(tmp.path(), "CreateNodes(")
+    );
+    assert_bounds(tmp.path());
+    let starts = events(tmp.path())
+        .iter()
+        .filter(|e| e["event"] == "rollout_started")
+        .count();
+    assert_eq!(starts, 2, "started, then resumed from the journal");
+}
+
+#[test]
+fn the_daemon_holds_the_state_lock_and_takes_pause_and_resume() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    let cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(tmp.path())
+            .args(args)
+            .env_remove("POOLWRIGHT_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["apply", "config", "--state-dir", "state", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is locked by poolwright run config (pid"),
+        "{err}"
+    );
+
+    // `poolwright status` renders the daemon's status.
+    let out = cli(&["status", "--state-dir", "state"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("web   in-sync  4/4 updated, 4 available"),
+        "{text}"
+    );
+
+    // Pause a rollout through the daemon, then resume it.
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    let started = Instant::now();
+    while !tmp.path().join("state/journal/web.json").exists() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = cli(&["rollout", "pause", "web", "--state-dir", "state"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("through the daemon"));
+    d.wait_for("the pause to take hold", Duration::from_secs(10), |s| {
+        s["pools"][0]["state"] == "paused"
+    });
+    let terminated = audit_calls(tmp.path(), "TerminateNode(").len();
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = cli(&["rollout", "status", "web", "--state-dir", "state"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("paused by a human"));
+    assert_eq!(
+        audit_calls(tmp.path(), "TerminateNode(").len(),
+        terminated,
+        "paused: no node taken down"
+    );
+    let out = cli(&["rollout", "resume", "web", "--state-dir", "state"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    d.wait_for(
+        "the resumed rollout to complete",
+        Duration::from_secs(60),
+        |s| in_sync_with(4)(s) && !tmp.path().join("state/journal/web.json").exists(),
+    );
+    assert_bounds(tmp.path());
+}
+
+#[test]
+fn dry_run_plans_and_exports_but_never_acts() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &["--dry-run"]);
+    let s = d.wait_for("a plan", Duration::from_secs(10), |s| {
+        s["pools"][0]["state"] == "pending"
+    });
+    assert_eq!(s["daemon"]["mode"], "dry-run");
+    assert!(
+        s["pools"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dry-run: would create pool (4 nodes)"),
+        "{s:#}"
+    );
+    let (code, plan) = d.get("/v1/plan");
+    assert_eq!(code, 200);
+    let plan: Value = serde_json::from_str(&plan).unwrap();
+    assert_eq!(plan["pools"][0]["actions"][0], "create", "{plan:#}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        audit_calls(tmp.path(), "")
+            .iter()
+            .all(|c| c.starts_with("DescribePools")),
+        "dry-run acted"
+    );
+    assert!(!tmp.path().join("state/inventory.json").exists());
+    let log = std::fs::read_to_string(tmp.path().join("daemon.log")).unwrap();
+    assert!(log.contains("would apply"), "the diff is logged: {log}");
+}
+
+#[test]
+fn a_pool_held_by_its_disruption_policy_is_shown_blocked_with_until_when() {
+    let tmp = setup("img-1");
+    let frozen = |image: &str| {
+        pool(image) + "  disruption: {policy: Block, until: \"2099-01-01T00:00:00Z\"}\n"
+    };
+    std::fs::write(tmp.path().join("config/web.yaml"), frozen("img-1")).unwrap();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the pool created (creating is not disruptive)",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    std::fs::write(tmp.path().join("config/web.yaml"), frozen("img-2")).unwrap();
+    let s = d.wait_for("the roll to be held", Duration::from_secs(10), |s| {
+        s["pools"][0]["state"] == "blocked"
+    });
+    let p = &s["pools"][0];
+    assert_eq!(p["blocked"]["until"], "2099-01-01T00:00:00Z", "{p:#}");
+    assert!(
+        p["blocked"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("disruption policy Block")
+    );
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("until 2099-01-01T00:00:00Z")
+    );
+    assert_eq!(
+        d.metric("poolwright_blocked_operations", &[("pool", "web")]),
+        1.0
+    );
+    assert_eq!(
+        d.metric(
+            "poolwright_next_window_start_timestamp_seconds",
+            &[("pool", "web")]
+        ),
+        4070908800.0
+    );
+    assert_eq!(d.metric("poolwright_pools", &[("state", "blocked")]), 1.0);
+    let evs = events(tmp.path());
+    assert_eq!(
+        evs.iter()
+            .filter(|e| e["event"] == "blocked_by_policy")
+            .count(),
+        1,
+        "{evs:#?}"
+    );
+    assert!(audit_calls(tmp.path(), "TerminateNode(").is_empty());
+    // Lifting the freeze lets the roll go, and says so.
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    d.wait_for("the rollout to complete", Duration::from_secs(60), |s| {
+        in_sync_with(4)(s) && audit_calls(tmp.path(), "TerminateNode(").len() == 4
+    });
+    assert!(
+        events(tmp.path())
+            .iter()
+            .any(|e| e["event"] == "resumed_in_window")
+    );
+    assert!(
+        d.metric(
+            "poolwright_policy_blocked_seconds_total",
+            &[("pool", "web")]
+        ) > 0.0
+    );
+}
+
+#[test]
+fn systemd_hears_ready_status_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let tmp = setup("img-1");
+    let socket_path = tmp.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let d = Daemon::start_with_env(
+        tmp.path(),
+        &[],
+        &[
+            ("NOTIFY_SOCKET", socket_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut seen = Vec::new();
+    let read = |until: &str, seen: &mut Vec<String>| {
+        let started = Instant::now();
+        let mut buf = [0u8; 4096];
+        while !seen.iter().any(|m: &String| m.contains(until)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no {until} in {seen:?}"
+            );
+            let n = socket.recv(&mut buf).expect("a notification");
+            seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
+        }
+    };
+    read("READY=1", &mut seen);
+    let ready = seen.iter().find(|m| m.contains("READY=1")).unwrap();
+    assert!(ready.contains("STATUS=1 pools:"), "{ready}");
+    // The watchdog is fed from the loop at half the interval.
+    let before = seen.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+    let started = Instant::now();
+    while seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() < before + 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "watchdog not fed: {seen:?}"
+        );
+        let mut buf = [0u8; 4096];
+        let n = socket.recv(&mut buf).unwrap();
+        seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    assert!(d.terminate().success());
+    read("STOPPING=1", &mut seen);
+}
