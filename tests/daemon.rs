@@ -502,11 +502,19 @@ fn sigterm_mid_rollout_stops_at_a_safe_point_and_a_restart_finishes_without_repe
         audit_calls(tmp.path(), "CreateNodes(")
     );
     assert_bounds(tmp.path());
-    let starts = events(tmp.path())
-        .iter()
-        .filter(|e| e["event"] == "rollout_started")
-        .count();
-    assert_eq!(starts, 2, "started, then resumed from the journal");
+    let evs = events(tmp.path());
+    let count = |name: &str| evs.iter().filter(|e| e["event"] == name).count();
+    assert_eq!(
+        count("rollout_started"),
+        2,
+        "started, then resumed from the journal"
+    );
+    assert_eq!(count("rollout_stopped"), 1, "the stop is recorded as such");
+    assert_eq!(
+        count("rollout_completed"),
+        1,
+        "completed once, by the second daemon"
+    );
 }
 
 #[test]

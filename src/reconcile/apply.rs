@@ -121,7 +121,22 @@ async fn pool_steps(
         let result = run_step(p, step, provider.as_ref(), ctx).await;
         let counts = counts_after(provider.as_ref(), p).await;
         match result {
-            Ok(()) => {
+            Ok(StepEnd::Waiting(event, message)) => {
+                // Not done: say so (never "completed"), and leave the rest of
+                // this pool's steps to the run that finishes the rollout.
+                (ctx.progress)(&format!("{who}: {message}"));
+                ctx.events.emit(Event {
+                    ts: ctx.clock.now(),
+                    pool: p.pool.clone(),
+                    event,
+                    node: None,
+                    counts,
+                    message,
+                    revision: None,
+                });
+                break;
+            }
+            Ok(StepEnd::Done) => {
                 outcome.steps_done += 1;
                 ctx.events.emit(Event {
                     ts: ctx.clock.now(),
@@ -177,55 +192,70 @@ fn update_inventory(
         .map_err(|e| format!("{e:#}"))
 }
 
+/// How a step that did not fail ended.
+enum StepEnd {
+    Done,
+    /// The executor stopped before converging: waiting on the disruption
+    /// policy, or asked to stop. The journal carries the rollout on.
+    Waiting(&'static str, String),
+}
+
 async fn run_step(
     p: &PoolPlan,
     step: &Step,
     provider: &dyn Provider,
     ctx: &ApplyContext<'_>,
-) -> Result<(), String> {
+) -> Result<StepEnd, String> {
     let pool = p.pool.as_str();
     let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
     // With a roll, the executor owns the template change (so it knows what to
     // roll back to) and the size (it creates up to the target itself).
     let rolls = p.steps.iter().any(|s| matches!(s, Step::Roll { .. }));
     if rolls && matches!(step, Step::SetTemplate { .. } | Step::Scale { .. }) {
-        return Ok(());
+        return Ok(StepEnd::Done);
     }
+    let done = |r: Result<(), String>| r.map(|()| StepEnd::Done);
     match step {
-        Step::CreatePool { spec } => {
-            // Intent first: ours before it exists.
-            update_inventory(ctx, |inv| {
-                inv.pools.insert(
-                    pool.to_string(),
-                    InventoryEntry {
-                        provider: p.provider.clone(),
-                        origin: Origin::Created,
-                        prevent_destroy: p.prevent_destroy,
-                        last_applied: None,
-                    },
-                );
-            })?;
-            let spec: &PoolSpec = spec;
-            if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
+        Step::CreatePool { spec } => done(
+            async {
+                // Intent first: ours before it exists.
+                update_inventory(ctx, |inv| {
+                    inv.pools.insert(
+                        pool.to_string(),
+                        InventoryEntry {
+                            provider: p.provider.clone(),
+                            origin: Origin::Created,
+                            prevent_destroy: p.prevent_destroy,
+                            last_applied: None,
+                        },
+                    );
+                })?;
+                let spec: &PoolSpec = spec;
+                if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
+                    update_inventory(ctx, |inv| {
+                        inv.pools.remove(pool);
+                    })?;
+                    return Err(err(e));
+                }
+                Ok(())
+            }
+            .await,
+        ),
+        Step::DeletePool => done(
+            async {
+                with_retry(|| provider.delete_pool(pool))
+                    .await
+                    .map_err(err)?;
                 update_inventory(ctx, |inv| {
                     inv.pools.remove(pool);
-                })?;
-                return Err(err(e));
+                })
             }
-            Ok(())
-        }
-        Step::DeletePool => {
-            with_retry(|| provider.delete_pool(pool))
-                .await
-                .map_err(err)?;
-            update_inventory(ctx, |inv| {
-                inv.pools.remove(pool);
-            })
-        }
-        Step::Forget => update_inventory(ctx, |inv| {
+            .await,
+        ),
+        Step::Forget => done(update_inventory(ctx, |inv| {
             inv.pools.remove(pool);
-        }),
-        Step::Adopt => update_inventory(ctx, |inv| {
+        })),
+        Step::Adopt => done(update_inventory(ctx, |inv| {
             inv.pools.insert(
                 pool.to_string(),
                 InventoryEntry {
@@ -235,20 +265,28 @@ async fn run_step(
                     last_applied: None,
                 },
             );
-        }),
-        Step::SetBounds { to } => with_retry(|| provider.set_bounds(pool, *to))
-            .await
-            .map_err(err),
+        })),
+        Step::SetBounds { to } => done(
+            with_retry(|| provider.set_bounds(pool, *to))
+                .await
+                .map_err(err),
+        ),
         // Growing launches nodes on the current template: nothing disrupts.
-        Step::Scale { from, to } if to >= from => with_retry(|| provider.set_size(pool, *to))
-            .await
-            .map_err(err),
-        Step::UpdateInPlace { to } => with_retry(|| provider.update_in_place(pool, to))
-            .await
-            .map_err(err),
-        Step::SetTemplate { to } => with_retry(|| provider.set_template(pool, to))
-            .await
-            .map_err(err),
+        Step::Scale { from, to } if to >= from => done(
+            with_retry(|| provider.set_size(pool, *to))
+                .await
+                .map_err(err),
+        ),
+        Step::UpdateInPlace { to } => done(
+            with_retry(|| provider.update_in_place(pool, to))
+                .await
+                .map_err(err),
+        ),
+        Step::SetTemplate { to } => done(
+            with_retry(|| provider.set_template(pool, to))
+                .await
+                .map_err(err),
+        ),
         Step::Roll { size, template, .. } => {
             roll(p, provider_of(ctx, p)?, (**template).clone(), *size, ctx).await
         }
@@ -286,7 +324,7 @@ async fn roll(
     template: crate::model::NodeTemplate,
     size: u32,
     ctx: &ApplyContext<'_>,
-) -> Result<(), String> {
+) -> Result<StepEnd, String> {
     let entry = ctx
         .config
         .pools
@@ -323,21 +361,15 @@ async fn roll(
     rollout.override_policy = ctx.override_policy;
     rollout.stop = Some(ctx.stop.clone());
     match rollout.run(poll).await? {
-        Status::Completed => Ok(()),
-        Status::Running if ctx.stop.is_requested() => {
-            (ctx.progress)(&format!(
-                "nodepool.{}: stopped at a safe point; the journal resumes the rollout",
-                p.pool
-            ));
-            Ok(())
-        }
-        Status::Running => {
-            (ctx.progress)(&format!(
-                "nodepool.{}: waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows",
-                p.pool
-            ));
-            Ok(())
-        }
+        Status::Completed => Ok(StepEnd::Done),
+        Status::Running if ctx.stop.is_requested() => Ok(StepEnd::Waiting(
+            "rollout_stopped",
+            "stopped at a safe point; the journal resumes the rollout".into(),
+        )),
+        Status::Running => Ok(StepEnd::Waiting(
+            "rollout_waiting",
+            "waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows".into(),
+        )),
         Status::RolledBack { reason, .. } => Err(format!("rolled back: {reason}")),
         Status::Degraded { reason } => Err(format!(
             "Degraded: {reason}. After looking into it: `poolwright rollout resume {}`",
