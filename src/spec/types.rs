@@ -728,4 +728,5 @@ pub enum AnyDocument {
     Provider(ProviderDoc),
     Cluster(ClusterDoc),
     NodePool(NodePoolDoc),
+    DisruptionPolicy(DisruptionPolicyDoc),
 }
