@@ -741,3 +741,53 @@ fn systemd_hears_ready_status_watchdog_and_stopping() {
     assert!(d.terminate().success());
     read("STOPPING=1", &mut seen);
 }
+
+#[test]
+fn a_new_desired_state_mid_rollout_supersedes_it_through_the_executor() {
+    let tmp = setup("img-1");
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the pool created and healthy",
+        Duration::from_secs(30),
+        in_sync_with(4),
+    );
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    let started = Instant::now();
+    while !events(tmp.path())
+        .iter()
+        .any(|e| e["event"] == "node_create_requested")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-3")).unwrap();
+    let s = d.wait_for(
+        "the superseding rollout to complete",
+        Duration::from_secs(90),
+        |s| in_sync_with(4)(s) && !tmp.path().join("state/journal/web.json").exists(),
+    );
+    let evs = events(tmp.path());
+    let starts: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "rollout_started")
+        .collect();
+    assert_eq!(starts.len(), 2, "{evs:#?}");
+    let final_target = s["pools"][0]["rollout"]["target"].as_str().unwrap();
+    assert!(
+        starts[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains(final_target)
+    );
+    assert_eq!(
+        evs.iter()
+            .filter(|e| e["event"] == "rollout_completed")
+            .count(),
+        1
+    );
+    assert_bounds(tmp.path());
+}

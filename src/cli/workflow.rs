@@ -289,6 +289,7 @@ pub(super) fn apply(
     if tty {
         sink = sink.observed_by(progress_line);
     }
+    sink.set_revision(source.revision.as_ref().map(|r| r.short()));
     let progress = move |line: &str| {
         if tty {
             eprintln!("{line}");
