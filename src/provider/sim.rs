@@ -38,6 +38,13 @@ struct Fleet {
     format: u32,
     next_serial: u64,
     pools: BTreeMap<String, SimPool>,
+    /// Mutations saved so far, and the last one: the audit line of a mutation
+    /// is appended after its state is saved, so a process killed in between
+    /// leaves it out, and the next open writes it (see `repair_audit`).
+    #[serde(default)]
+    audited: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_call: Option<(Timestamp, String)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -144,6 +151,9 @@ impl Sim {
                     p.display(),
                     fleet.format
                 );
+                if let Some(last) = &fleet.last_call {
+                    repair_audit(&p.with_extension("audit.jsonl"), fleet.audited, last);
+                }
                 fleet
             }
             _ => Fleet {
@@ -183,18 +193,8 @@ impl Sim {
     /// Append the call to `NAME.audit.jsonl` beside the state: the provider's
     /// own record of what it was asked to do (who terminated what, and when).
     fn audit(&self, now: Timestamp, call: &str) {
-        use std::io::Write;
-        let Some(path) = &self.path else {
-            return;
-        };
-        let line = serde_json::json!({"ts": now, "call": call}).to_string() + "\n";
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path.with_extension("audit.jsonl"));
-        // The audit is a record, not state: failing to write it must not fail the call.
-        if let Ok(mut f) = file {
-            let _ = f.write_all(line.as_bytes());
+        if let Some(path) = &self.path {
+            append_audit(&path.with_extension("audit.jsonl"), now, call);
         }
     }
 
@@ -411,6 +411,8 @@ impl Sim {
         let mut fleet = self.lock();
         let out = f(self, &mut fleet, now, &call)?;
         self.converge(&mut fleet, pool, now);
+        fleet.audited += 1;
+        fleet.last_call = Some((now, call.clone()));
         self.save(&fleet)?;
         self.audit(now, &call);
         Ok(out)
@@ -635,5 +637,58 @@ impl Provider for Sim {
             n.cordoned = false;
             Ok(())
         })
+    }
+}
+
+fn append_audit(path: &Path, now: Timestamp, call: &str) {
+    use std::io::Write;
+    let line = serde_json::json!({"ts": now, "call": call}).to_string() + "\n";
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    // The audit is a record, not state: failing to write it must not fail the call.
+    if let Ok(mut f) = file {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// A process killed between saving a mutation and auditing it leaves the
+/// audit one line short: every mutation is saved and audited under the fleet
+/// lock, so only the last saved one can be missing, and the state names it.
+fn repair_audit(path: &Path, audited: u64, last: &(Timestamp, String)) {
+    let lines = std::fs::read(path)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+        .unwrap_or(0);
+    if lines + 1 == audited {
+        append_audit(path, last.0, &last.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kill_between_save_and_audit_is_repaired_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sim.audit.jsonl");
+        let now: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        append_audit(&path, now, "CreatePool(web, size 2)");
+        let last = (now, "TerminateNode(web, web-00001)".to_string());
+        // Two mutations saved, one audited: the last is written back.
+        repair_audit(&path, 2, &last);
+        repair_audit(&path, 2, &last);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .contains("TerminateNode(web, web-00001)")
+        );
+        // Nothing missing: nothing written.
+        repair_audit(&path, 2, &last);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
     }
 }
