@@ -118,6 +118,19 @@ impl Daemon {
         }
     }
 
+    /// Wait until the event log has an event matching `pred`.
+    fn wait_for_event(&self, what: &str, pred: impl Fn(&Value) -> bool) {
+        let started = Instant::now();
+        while !events(&self.root).iter().any(&pred) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {what}: {}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.root.join("daemon.log")).unwrap_or_default();
         log.lines()
@@ -454,18 +467,9 @@ fn sigterm_mid_rollout_stops_at_a_safe_point_and_a_restart_finishes_without_repe
     );
     std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
     // Let the rollout act, then stop the daemon mid-way.
-    let started = Instant::now();
-    while !events(tmp.path())
-        .iter()
-        .any(|e| e["event"] == "node_create_requested" && e["counts"]["updated"] == 1)
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the rollout never got going: {}",
-            d.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_for_event("the rollout to get going", |e| {
+        e["event"] == "node_create_requested" && e["counts"]["updated"] == 1
+    });
     let status = d.terminate();
     assert!(
         status.success(),
@@ -752,18 +756,9 @@ fn a_new_desired_state_mid_rollout_supersedes_it_through_the_executor() {
         in_sync_with(4),
     );
     std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
-    let started = Instant::now();
-    while !events(tmp.path())
-        .iter()
-        .any(|e| e["event"] == "node_create_requested")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{}",
-            d.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_for_event("the rollout to get going", |e| {
+        e["event"] == "node_create_requested"
+    });
     std::fs::write(tmp.path().join("config/web.yaml"), pool("img-3")).unwrap();
     let s = d.wait_for(
         "the superseding rollout to complete",

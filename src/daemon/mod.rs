@@ -196,7 +196,8 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 )?)
                 .unwrap_or(clock.now());
             board.update(|d| d.reconcile.next_resync_at = Some(resync_at));
-            let summary = board.snapshot().summary();
+            let snapshot = board.snapshot();
+            let summary = snapshot.summary();
             if !ready {
                 // Up and serving status after the first round, even when the
                 // desired state is invalid (status says so; /readyz stays 503
@@ -206,7 +207,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             } else {
                 systemd::status(&summary);
             }
-            if board.snapshot().config.valid && !board.snapshot().daemon.ready {
+            if snapshot.config.valid && !snapshot.daemon.ready {
                 board.update(|d| d.daemon.ready = true);
             }
         }

@@ -117,6 +117,7 @@ struct InForce {
 
 struct Worker {
     key: String,
+    provider: String,
     stop: Stop,
 }
 
@@ -560,7 +561,8 @@ impl Reconciler {
         let rev = revision.map(Revision::short);
         let blocked_now = p.blocked.is_some();
         // A rollout already under way reports its own block (the executor's event).
-        let rolling = matches!(self.journal.load(&p.pool), Ok(Some(_)));
+        let journal = self.journal.load(&p.pool).ok().flatten();
+        let rolling = journal.is_some();
         if blocked_now && !rolling && !self.blocked_since.contains_key(&p.pool) {
             let b = p.blocked.as_ref().expect("checked");
             self.events.emit(crate::reconcile::Event {
@@ -628,7 +630,7 @@ impl Reconciler {
             _ => {}
         }
         // A rollout waiting for a human is shown as such and left alone.
-        if let Ok(Some(r)) = self.journal.load(&p.pool) {
+        if let Some(r) = &journal {
             match &r.status {
                 Status::Paused { reason } => {
                     set(
@@ -718,6 +720,7 @@ impl Reconciler {
             p.pool.clone(),
             Worker {
                 key: key.clone(),
+                provider: p.provider.clone(),
                 stop: stop.clone(),
             },
         );
@@ -771,18 +774,14 @@ impl Reconciler {
     /// A worker ended: record how, and carry out a pause that waited for it.
     /// Returns whether the pool should be planned again at once.
     pub fn finished(&mut self, done: Done) -> bool {
-        self.workers.remove(&done.pool);
+        let provider = self
+            .workers
+            .remove(&done.pool)
+            .map(|w| w.provider)
+            .unwrap_or_default();
         let now = self.clock.now();
         self.finished
             .insert(done.pool.clone(), (done.key.clone(), now));
-        let provider = self
-            .board
-            .snapshot()
-            .pools
-            .iter()
-            .find(|p| p.name == done.pool)
-            .map(|p| p.provider.clone())
-            .unwrap_or_default();
         if let Some((action, who)) = self.deferred.remove(&done.pool) {
             let result = self.control_now(&done.pool, action, &who);
             match result {

@@ -334,27 +334,24 @@ fn plan_pool(
     // Disruptive steps wait for the disruption policy; the others go ahead.
     // An emergency override lets them start, and the plan says what it overrides.
     if p.steps.iter().any(Step::is_disruptive)
-        && opts.override_disruption
-        && let Gate::Closed { reason, .. } = policy::gate(&doc.spec.disruption, opts.now)
-    {
-        p.policy_overridden = Some(format!("{reason}, overridden"));
-    }
-    if p.steps.iter().any(Step::is_disruptive)
-        && !opts.override_disruption
         && let Gate::Closed { reason, opens } = policy::gate(&doc.spec.disruption, opts.now)
     {
-        let tz = doc
-            .spec
-            .disruption
-            .windows
-            .first()
-            .map(|w| w.timezone.value.clone());
-        p.blocked = Some(Blocked {
-            reason: format!("blocked by {reason}"),
-            until: opens,
-            timezone: tz,
-        });
-        p.steps.retain(|s| !s.is_disruptive());
+        if opts.override_disruption {
+            p.policy_overridden = Some(format!("{reason}, overridden"));
+        } else {
+            let tz = doc
+                .spec
+                .disruption
+                .windows
+                .first()
+                .map(|w| w.timezone.value.clone());
+            p.blocked = Some(Blocked {
+                reason: format!("blocked by {reason}"),
+                until: opens,
+                timezone: tz,
+            });
+            p.steps.retain(|s| !s.is_disruptive());
+        }
     }
 
     let rolls = p.rollout.is_some();
