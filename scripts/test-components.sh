@@ -4,7 +4,7 @@
 #   kine            etcd shim (sqlite backend) — github.com/k3s-io/kine
 #   kube-apiserver  k8s.io/kubernetes, built inside a wrapper module that pins every
 #                   k8s.io staging module to the matching v0.X.Y with replace directives
-#   kwok            plays the kubelets — sigs.k8s.io/kwok/cmd/kwok
+#   kwok            plays the kubelets — sigs.k8s.io/kwok/cmd/kwok, with its "fast" stages
 # Prints the cache directory on success. A failed build exits non-zero naming the component.
 set -euo pipefail
 
@@ -70,7 +70,21 @@ build_kwok() {
     || { log "FAILED: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; return 1; }
 }
 
+# kwok does nothing without stages: take its own "fast" node and pod stages
+# (nodes Ready at once, pods Running, deleted pods finalized) from the module.
+kwok_stages() {
+  [ -f "$bin/kwok-stages.yaml" ] && return 0
+  local dir
+  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -d "$dir/kustomize/stage" ] || { log "FAILED: kwok $KWOK_VERSION stages not found in the module cache"; return 1; }
+  local s="$dir/kustomize/stage"
+  for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$s/$f"
+  done > "$bin/kwok-stages.yaml.tmp" && mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+}
+
 build_kine
 build_kwok
+kwok_stages
 build_kube_apiserver
 echo "$bin"

@@ -4,12 +4,32 @@
 # This is the README's test command and what CI runs after fmt and clippy.
 # It installs and starts whatever the tests need, and fails loudly when that
 # cannot be done (no test is silently skipped). Today every test runs against
-# the embedded simulator and real `poolwright` processes; the AWS (moto) and
-# Kubernetes (kube-apiserver + kine + kwok) harnesses join here with their issues.
+# the embedded simulator, real `poolwright` processes, and a real AWS API
+# (moto, installed here from PyPI; the tests start and reset it themselves), and
+# a real Kubernetes control plane (kine + kube-apiserver + kwok, built here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v git >/dev/null || { echo "scripts/test.sh: git is required (plan provenance tests)" >&2; exit 1; }
+
+# moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).
+MOTO_VERSION=5.2.1
+python=$(command -v python3 || command -v python || true)
+[ -n "$python" ] || { echo "scripts/test.sh: python3 is required for moto (the AWS tests)" >&2; exit 1; }
+if ! "$python" -c "import moto, flask, flask_cors; assert moto.__version__ == '$MOTO_VERSION'" 2>/dev/null; then
+  echo "== installing moto[server]==$MOTO_VERSION (pip)"
+  "$python" -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" \
+    || { echo "scripts/test.sh: pip could not install moto[server]==$MOTO_VERSION" >&2; exit 1; }
+fi
+export POOLWRIGHT_MOTO_SERVER="$python -m moto.server"
+
+# The Kubernetes control plane (kine, kube-apiserver, kwok), built once from Go
+# modules and cached outside the checkout (about 19 minutes cold on 2 cores).
+command -v go >/dev/null || { echo "scripts/test.sh: go is required to build the Kubernetes test components" >&2; exit 1; }
+echo "== Kubernetes test components (scripts/test-components.sh)"
+POOLWRIGHT_TEST_BIN=$(bash scripts/test-components.sh) \
+  || { echo "scripts/test.sh: building the Kubernetes test components failed (see above)" >&2; exit 1; }
+export POOLWRIGHT_TEST_BIN
 
 echo "== cargo test: unit, integration, property, snapshot, CLI and crash-resume tests"
 # Benchmarks (benches/) are not tests: run them with `cargo bench`, figures in BENCHMARKS.md.

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod daemon;
 pub mod gitrev;
 pub mod model;

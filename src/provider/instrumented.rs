@@ -95,6 +95,14 @@ impl Provider for Instrumented {
         self.timed("set_bounds", self.inner.set_bounds(pool, bounds))
             .await
     }
+    fn bind_pools(&self, pools: &[PoolSpec]) {
+        self.inner.bind_pools(pools)
+    }
+
+    async fn adopt_pool(&self, pool: &str) -> Result<()> {
+        self.timed("adopt_pool", self.inner.adopt_pool(pool)).await
+    }
+
     async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
         self.timed("reimage_node", self.inner.reimage_node(pool, node))
             .await

@@ -2,6 +2,7 @@
 //! (describe, create n, terminate one, ...) and never roll nodes themselves: every
 //! replacement goes through the one rollout executor.
 
+pub mod aws;
 pub mod instrumented;
 pub mod registry;
 pub mod sim;
@@ -126,6 +127,19 @@ pub trait Provider: Send + Sync {
 
     /// Set autoscaler bounds.
     async fn set_bounds(&self, pool: &str, bounds: Option<crate::model::Bounds>) -> Result<()>;
+
+    /// Tell the provider which pools of the files it serves, so it can map a
+    /// pool to its own resource (an Auto Scaling group name, say) and know each
+    /// pool's home size and bounds. Called on every (re)load.
+    fn bind_pools(&self, pools: &[PoolSpec]) {
+        let _ = pools;
+    }
+
+    /// Mark an existing pool as managed by poolwright (`spec.adopt`).
+    async fn adopt_pool(&self, pool: &str) -> Result<()> {
+        let _ = pool;
+        Ok(())
+    }
 
     /// Reimage one node onto the current template (only with `capabilities().reimage`).
     async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {

@@ -5,9 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Provider;
+use super::aws::Aws;
 use super::instrumented::{CallObserver, Instrumented};
 use super::sim::Sim;
 use crate::clock::Clock;
+use crate::model::PoolSpec;
 use crate::rollout::{Drainer, NoDrain, SimDrainer};
 use crate::spec::Config;
 use crate::spec::types::ProviderSpec;
@@ -69,6 +71,15 @@ impl Providers {
                         }
                     }
                 }
+                ProviderSpec::Aws(settings) => {
+                    let aws: Arc<dyn Provider> = Arc::new(Aws::new(name, settings, clock.clone()));
+                    let provider = match &observer {
+                        Some(o) => Instrumented::wrap(aws, o.clone()),
+                        None => aws,
+                    };
+                    ready.insert(name.clone(), provider);
+                    specs.insert(name.clone(), spec.clone());
+                }
                 other => {
                     failed.insert(
                         name.clone(),
@@ -79,6 +90,17 @@ impl Providers {
                     );
                 }
             }
+        }
+        // Each provider learns which pools of the files it serves (group names,
+        // home sizes), including a reused one whose pools changed.
+        for (name, provider) in &ready {
+            let pools: Vec<PoolSpec> = config
+                .pools
+                .values()
+                .filter(|e| e.doc.spec.provider_ref.as_str() == name)
+                .map(|e| PoolSpec::from_doc(&e.doc))
+                .collect();
+            provider.bind_pools(&pools);
         }
         Providers {
             ready,

@@ -255,17 +255,22 @@ async fn run_step(
         Step::Forget => done(update_inventory(ctx, |inv| {
             inv.pools.remove(pool);
         })),
-        Step::Adopt => done(update_inventory(ctx, |inv| {
-            inv.pools.insert(
-                pool.to_string(),
-                InventoryEntry {
-                    provider: p.provider.clone(),
-                    origin: Origin::Adopted,
-                    prevent_destroy: p.prevent_destroy,
-                    last_applied: None,
-                },
-            );
-        })),
+        Step::Adopt => {
+            with_retry(|| provider.adopt_pool(pool))
+                .await
+                .map_err(err)?;
+            done(update_inventory(ctx, |inv| {
+                inv.pools.insert(
+                    pool.to_string(),
+                    InventoryEntry {
+                        provider: p.provider.clone(),
+                        origin: Origin::Adopted,
+                        prevent_destroy: p.prevent_destroy,
+                        last_applied: None,
+                    },
+                );
+            }))
+        }
         Step::SetBounds { to } => done(
             with_retry(|| provider.set_bounds(pool, *to))
                 .await
@@ -331,14 +336,7 @@ async fn roll(
         .get(&p.pool)
         .ok_or_else(|| format!("{} is not in the desired state", p.pool))?;
     let doc = &entry.doc;
-    if let Some(cluster) = &doc.spec.cluster_ref {
-        // Replacing Kubernetes nodes without draining them breaks workloads.
-        return Err(format!(
-            "the pool is attached to cluster {:?}, and this build cannot cordon and drain Kubernetes nodes yet; \
-             no node was replaced (remove clusterRef to replace nodes without draining)",
-            cluster.value
-        ));
-    }
+    let (provider, drainer) = attach_cluster(p, doc, provider, ctx).await?;
     if doc.spec.rollout.reimage.value && !provider.capabilities().reimage {
         return Err(format!(
             "rollout.reimage is set, but provider {:?} cannot reimage nodes; no node was replaced",
@@ -351,7 +349,7 @@ async fn roll(
         template,
         Settings::from_doc(doc, size),
         provider,
-        ctx.providers.drainer(&p.provider),
+        drainer,
         ctx.journal,
         ctx.events,
         ctx.clock,
@@ -380,6 +378,31 @@ async fn roll(
             p.pool
         )),
     }
+}
+
+/// A pool with a `clusterRef` rolls through its cluster: observations carry
+/// Kubernetes Ready, and nodes are cordoned and drained through the Eviction API.
+async fn attach_cluster(
+    p: &PoolPlan,
+    doc: &crate::spec::types::NodePoolDoc,
+    provider: std::sync::Arc<dyn Provider>,
+    ctx: &ApplyContext<'_>,
+) -> Result<
+    (
+        std::sync::Arc<dyn Provider>,
+        std::sync::Arc<dyn crate::rollout::Drainer>,
+    ),
+    String,
+> {
+    let Some(name) = &doc.spec.cluster_ref else {
+        return Ok((provider, ctx.providers.drainer(&p.provider)));
+    };
+    let attached =
+        crate::cluster::attach::connect(ctx.config, &p.provider, name.as_str(), provider)
+            .await
+            .map_err(|e| format!("{e}; no node was replaced"))?;
+    let drainer = std::sync::Arc::new(crate::cluster::KubeDrainer::new(attached.cluster().clone()));
+    Ok((std::sync::Arc::new(attached), drainer))
 }
 
 /// Record what the pool now looks like as "last applied", so later plans can

@@ -52,5 +52,47 @@ pub async fn observe(config: &Config, inventory: &Inventory, providers: &Provide
             }
         }
     }
+    attach_clusters(config, providers, &mut observed).await;
     observed
+}
+
+/// Pools attached to a cluster are seen through it: Kubernetes Ready and cordon
+/// state, and the simulator's booted nodes registered as Node objects. A cluster
+/// that cannot be reached leaves the provider's view, with a warning (the
+/// executor connects again and refuses to replace nodes without it).
+async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut Observed) {
+    let mut by_cluster: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    for (name, e) in &config.pools {
+        if let Some(c) = &e.doc.spec.cluster_ref
+            && observed.pools.contains_key(name)
+        {
+            by_cluster
+                .entry((c.as_str(), e.doc.spec.provider_ref.as_str()))
+                .or_default()
+                .push(name.clone());
+        }
+    }
+    for ((cluster, provider), names) in by_cluster {
+        let Some(p) = providers.get(provider) else {
+            continue;
+        };
+        let attached =
+            match crate::cluster::attach::connect(config, provider, cluster, p.clone()).await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("{e}; pools seen without their cluster");
+                    continue;
+                }
+            };
+        let mut pools: Vec<_> = names
+            .iter()
+            .filter_map(|n| observed.pools.remove(n))
+            .collect();
+        if let Err(e) = attached.see(&mut pools).await {
+            tracing::warn!("{e}; pools seen without their cluster");
+        }
+        for pool in pools {
+            observed.pools.insert(pool.name.clone(), pool);
+        }
+    }
 }

@@ -212,6 +212,9 @@ pub struct AwsProvider {
     /// Upper bound for one API operation, retries included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation_timeout: Option<Duration>,
+    /// How often a rollout looks at a group again (5s when omitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

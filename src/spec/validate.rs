@@ -730,11 +730,34 @@ fn check_provider_fit(c: &mut Checker, spec: &At<NodePoolSpec>, provider: &Provi
         if let Some(a) = &spec.aws {
             misplaced(c, "aws", a.pos);
         }
-    } else if spec.template.aws.is_none() {
-        c.error(
-            spec.pos,
-            format!("provider {name:?} is of type aws: template.aws.launchTemplate is required"),
-        );
+    } else {
+        if spec.template.aws.is_none() {
+            c.error(
+                spec.pos,
+                format!(
+                    "provider {name:?} is of type aws: template.aws.launchTemplate is required"
+                ),
+            );
+        }
+        // The launch template holds the image; listing one here would change
+        // the template hash (and roll every node) without changing a machine.
+        for (field, set) in [
+            ("template.image", spec.template.image.is_some()),
+            (
+                "template.instanceType",
+                spec.template.instance_type.is_some(),
+            ),
+        ] {
+            if set {
+                c.error(
+                    spec.pos,
+                    format!(
+                        "{field} is not used by provider {name:?} (type aws): the launch template \
+                         holds the image, and template.aws.instanceTypes lists instance types"
+                    ),
+                );
+            }
+        }
     }
     if !spec.template.plugin.is_empty() && !matches!(provider.spec.value, ProviderSpec::Http(_)) {
         c.error(

@@ -1,0 +1,220 @@
+//! A provider seen through a cluster: its observations carry Kubernetes Ready
+//! and cordon state, so the executor gates new nodes on Ready. For the
+//! simulator, this is also where its nodes register as Node objects (what a
+//! kubelet does on a real machine), so the whole path runs without a cloud.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+
+use super::Cluster;
+use super::nodes::{NodeView, overlay};
+use crate::model::{Bounds, InPlace, NodeState, NodeTemplate, ObservedPool, PoolSpec};
+use crate::provider::{Capabilities, ErrorKind, Provider, ProviderError, Result};
+use crate::spec::Config;
+use crate::spec::types::ProviderSpec;
+
+/// The label carrying a registered simulator node's id.
+pub const SIM_NODE_LABEL: &str = "poolwright.io/node-id";
+
+pub struct Attached {
+    inner: Arc<dyn Provider>,
+    cluster: Cluster,
+    /// Register the provider's booted nodes as Node objects (the simulator).
+    register: bool,
+}
+
+impl Attached {
+    pub fn new(inner: Arc<dyn Provider>, cluster: Cluster, register: bool) -> Attached {
+        Attached {
+            inner,
+            cluster,
+            register,
+        }
+    }
+
+    fn error(&self, call: &str, message: String) -> ProviderError {
+        ProviderError::new(
+            format!("{call} (cluster {})", self.cluster.name),
+            ErrorKind::Unavailable,
+            message,
+        )
+    }
+
+    /// Create a Node for every booted simulator node that has none (kwok then
+    /// plays its kubelet), and remove the Nodes of nodes that are gone.
+    async fn register(
+        &self,
+        pools: &[ObservedPool],
+        known: &HashMap<String, NodeView>,
+    ) -> Result<()> {
+        let api: Api<KubeNode> = Api::all(self.cluster.client.clone());
+        for pool in pools {
+            for n in &pool.nodes {
+                let booted = matches!(n.state, NodeState::Healthy | NodeState::Unhealthy);
+                if booted && !known.contains_key(&n.id) {
+                    let node: KubeNode = serde_json::from_value(serde_json::json!({
+                        "metadata": {
+                            "name": n.id,
+                            "labels": {
+                                SIM_NODE_LABEL: n.id,
+                                "poolwright.io/pool": pool.name,
+                                "type": "kwok",
+                            },
+                            "annotations": {"kwok.x-k8s.io/node": "fake"},
+                        },
+                        "spec": {"providerID": format!("sim://{}/{}", pool.name, n.id)},
+                    }))
+                    .expect("a Node literal");
+                    match api.create(&PostParams::default(), &node).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 409 => {}
+                        Err(e) => return Err(self.error("register node", e.to_string())),
+                    }
+                }
+                if n.state == NodeState::Terminating && known.contains_key(&n.id) {
+                    self.deregister(&n.id).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lay the cluster's view over observed pools (registering simulator nodes first).
+    pub async fn see(&self, pools: &mut [ObservedPool]) -> Result<()> {
+        let mut known = self
+            .cluster
+            .nodes_by_id()
+            .await
+            .map_err(|e| self.error("list nodes", e))?;
+        if self.register {
+            self.register(pools, &known).await?;
+            known = self
+                .cluster
+                .nodes_by_id()
+                .await
+                .map_err(|e| self.error("list nodes", e))?;
+        }
+        for pool in pools.iter_mut() {
+            overlay(pool, &known);
+        }
+        Ok(())
+    }
+
+    async fn deregister(&self, id: &str) -> Result<()> {
+        let Some(node) = self
+            .cluster
+            .node_of(id)
+            .await
+            .map_err(|e| self.error("find node", e))?
+        else {
+            return Ok(());
+        };
+        let api: Api<KubeNode> = Api::all(self.cluster.client.clone());
+        match api.delete(&node.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(self.error("delete node", e.to_string())),
+        }
+    }
+}
+
+impl Attached {
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+/// Connect the cluster a pool names and put its provider behind it. The
+/// simulator's nodes have no kubelet: they register as Node objects here.
+pub async fn connect(
+    config: &Config,
+    provider_name: &str,
+    cluster_name: &str,
+    provider: Arc<dyn Provider>,
+) -> std::result::Result<Attached, String> {
+    let entry = config
+        .clusters
+        .get(cluster_name)
+        .ok_or_else(|| format!("cluster {cluster_name:?} is not in the desired state"))?;
+    let base = std::path::Path::new(&entry.file)
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    let cluster = Cluster::connect(cluster_name, &entry.doc.spec.value, base)
+        .await
+        .map_err(|e| format!("cluster {cluster_name:?}: {e:#}"))?;
+    let register = config
+        .providers
+        .get(provider_name)
+        .is_some_and(|e| matches!(e.doc.spec.value, ProviderSpec::Sim(_)));
+    Ok(Attached::new(provider, cluster, register))
+}
+
+#[async_trait]
+impl Provider for Attached {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn bind_pools(&self, pools: &[PoolSpec]) {
+        self.inner.bind_pools(pools)
+    }
+
+    async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
+        let mut pools = self.inner.describe_pools(names).await?;
+        self.see(&mut pools).await?;
+        Ok(pools)
+    }
+
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
+        self.inner.create_pool(spec).await
+    }
+
+    async fn delete_pool(&self, pool: &str) -> Result<()> {
+        self.inner.delete_pool(pool).await
+    }
+
+    async fn adopt_pool(&self, pool: &str) -> Result<()> {
+        self.inner.adopt_pool(pool).await
+    }
+
+    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
+        self.inner.set_size(pool, size).await
+    }
+
+    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
+        self.inner.set_template(pool, template).await
+    }
+
+    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
+        self.inner.create_nodes(pool, count).await
+    }
+
+    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+        self.inner.terminate_node(pool, node, decrement).await?;
+        if self.register {
+            self.deregister(node).await?;
+        }
+        Ok(())
+    }
+
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
+        self.inner.update_in_place(pool, attrs).await
+    }
+
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
+        self.inner.set_bounds(pool, bounds).await
+    }
+
+    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
+        self.inner.reimage_node(pool, node).await
+    }
+}

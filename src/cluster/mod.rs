@@ -1,0 +1,79 @@
+//! The Kubernetes side of a pool with a `clusterRef`: finding a provider node's
+//! Node object, cordoning, draining through the Eviction API (PDB-aware), and
+//! Ready as the health gate. kube-rs with rustls on aws-lc-rs, the same TLS
+//! stack the AWS SDK uses.
+
+pub mod attach;
+pub mod drain;
+pub mod nodes;
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::spec::types::{ClusterSpec, NodeMatch, NodeMatchBy};
+
+pub use drain::KubeDrainer;
+
+/// A connection to one cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    pub name: String,
+    /// Reads, cordons, deletions: kube's default retry on 429/503/504 is fine.
+    pub client: kube::Client,
+    /// Evictions: no built-in retry, because a 429 from a PodDisruptionBudget is
+    /// an answer the drain loop waits on, with its own backoff and deadline.
+    pub evictions: kube::Client,
+    pub node_match: NodeMatch,
+}
+
+impl Cluster {
+    /// Connect as the `Cluster` document says: a kubeconfig (relative to the
+    /// document's directory) and context, the pod's service account, or
+    /// `$KUBECONFIG` / `~/.kube/config`.
+    pub async fn connect(name: &str, spec: &ClusterSpec, base: &Path) -> anyhow::Result<Cluster> {
+        let config = if spec.in_cluster.value {
+            kube::Config::incluster().context("in-cluster service account")?
+        } else {
+            let options = KubeConfigOptions {
+                context: spec.context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            let kubeconfig = match &spec.kubeconfig {
+                Some(p) => {
+                    let path = base.join(&p.value);
+                    Kubeconfig::read_from(&path)
+                        .with_context(|| format!("reading kubeconfig {}", path.display()))?
+                }
+                None => Kubeconfig::read().context("reading $KUBECONFIG or ~/.kube/config")?,
+            };
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .context("kubeconfig")?
+        };
+        let client = kube::Client::try_from(config.clone()).context("kubernetes client")?;
+        let mut no_retry = config;
+        no_retry.default_retry = false;
+        let evictions = kube::Client::try_from(no_retry).context("kubernetes client")?;
+        Ok(Cluster {
+            name: name.to_string(),
+            client,
+            evictions,
+            node_match: spec.node_match.clone(),
+        })
+    }
+
+    /// How a provider node id is found among Node objects.
+    pub fn matcher(&self) -> nodes::Matcher {
+        match self.node_match.by {
+            NodeMatchBy::ProviderId => nodes::Matcher::ProviderId,
+            NodeMatchBy::Label => nodes::Matcher::Label(
+                self.node_match
+                    .label
+                    .clone()
+                    .unwrap_or_else(|| "poolwright.io/node-id".into()),
+            ),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Node objects: matching a provider node to its Node, cordoning, and Ready as
+//! the health gate of a pool with a cluster attached.
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+
+use super::Cluster;
+use crate::model::{NodeState, ObservedPool};
+
+/// How a provider node id is found among Node objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Matcher {
+    /// `spec.providerID` is the id, or ends in `/ID` (`aws:///eu-west-1a/i-0abc`).
+    ProviderId,
+    /// The Node label of that name holds the id.
+    Label(String),
+}
+
+impl Matcher {
+    pub fn key_of(&self, node: &KubeNode) -> Option<String> {
+        match self {
+            Matcher::ProviderId => {
+                let pid = node.spec.as_ref()?.provider_id.as_deref()?;
+                Some(pid.rsplit('/').next().unwrap_or(pid).to_string())
+            }
+            Matcher::Label(label) => node.metadata.labels.as_ref()?.get(label).cloned(),
+        }
+    }
+}
+
+/// What poolwright needs of a Node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    pub name: String,
+    pub ready_since: Option<Timestamp>,
+    pub unschedulable: bool,
+}
+
+pub fn view(node: &KubeNode) -> NodeView {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let ready_since = ready.filter(|c| c.status == "True").map(|c| {
+        c.last_transition_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(Timestamp::UNIX_EPOCH)
+    });
+    NodeView {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        ready_since,
+        unschedulable: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+    }
+}
+
+impl Cluster {
+    /// Every Node, by provider node id (one list call).
+    pub async fn nodes_by_id(&self) -> Result<HashMap<String, NodeView>, String> {
+        let api: Api<KubeNode> = Api::all(self.client.clone());
+        let matcher = self.matcher();
+        let params = match &matcher {
+            Matcher::Label(label) => ListParams::default().labels(label),
+            Matcher::ProviderId => ListParams::default(),
+        };
+        let list = api
+            .list(&params)
+            .await
+            .map_err(|e| format!("list nodes in cluster {}: {e}", self.name))?;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(|n| Some((matcher.key_of(n)?, view(n))))
+            .collect())
+    }
+
+    /// The Node of a provider node, if it has registered.
+    pub async fn node_of(&self, id: &str) -> Result<Option<NodeView>, String> {
+        Ok(self.nodes_by_id().await?.remove(id))
+    }
+
+    /// Set or clear `spec.unschedulable`. A node that never registered has
+    /// nothing scheduled on it: there is nothing to cordon.
+    pub async fn set_unschedulable(&self, id: &str, on: bool) -> Result<(), String> {
+        let Some(node) = self.node_of(id).await? else {
+            return Ok(());
+        };
+        let api: Api<KubeNode> = Api::all(self.client.clone());
+        let patch = serde_json::json!({"spec": {"unschedulable": on}});
+        api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "{} node {} in cluster {}: {e}",
+                    if on { "cordon" } else { "uncordon" },
+                    node.name,
+                    self.name
+                )
+            })
+    }
+}
+
+/// Kubernetes' word on health, laid over the provider's: a node is healthy
+/// only when the provider says so AND its Node is Ready and schedulable, since
+/// the later of the two; a node not registered yet is still pending.
+pub fn overlay(pool: &mut ObservedPool, nodes: &HashMap<String, NodeView>) {
+    for n in &mut pool.nodes {
+        if n.state == NodeState::Terminating {
+            continue;
+        }
+        let Some(k) = nodes.get(&n.id) else {
+            if n.state == NodeState::Healthy {
+                n.state = NodeState::Pending;
+                n.healthy_since = None;
+            }
+            continue;
+        };
+        n.cordoned = k.unschedulable;
+        match (n.state, k.ready_since) {
+            (NodeState::Healthy, Some(ready)) => {
+                n.healthy_since = n.healthy_since.map(|h| h.max(ready)).or(Some(ready));
+            }
+            (NodeState::Healthy, None) => {
+                n.state = NodeState::Pending;
+                n.healthy_since = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{InPlace, Node, NodeTemplate, TemplateHash};
+
+    fn node(id: &str, state: NodeState) -> Node {
+        Node {
+            id: id.into(),
+            template: TemplateHash(1),
+            state,
+            launched_at: Timestamp::UNIX_EPOCH,
+            healthy_since: Some(Timestamp::from_second(10).unwrap()),
+            cordoned: false,
+        }
+    }
+
+    #[test]
+    fn ready_is_required_and_counts_from_the_later_moment() {
+        let mut pool = ObservedPool {
+            name: "web".into(),
+            size: 3,
+            autoscaling: None,
+            template: NodeTemplate::default(),
+            in_place: InPlace::default(),
+            nodes: vec![
+                node("a", NodeState::Healthy),
+                node("b", NodeState::Healthy),
+                node("c", NodeState::Healthy),
+            ],
+        };
+        let k = |ready: Option<i64>, unschedulable| NodeView {
+            name: "n".into(),
+            ready_since: ready.map(|s| Timestamp::from_second(s).unwrap()),
+            unschedulable,
+        };
+        let nodes = HashMap::from([
+            ("a".to_string(), k(Some(20), false)),
+            ("b".to_string(), k(None, false)),
+        ]);
+        overlay(&mut pool, &nodes);
+        assert_eq!(pool.nodes[0].state, NodeState::Healthy);
+        assert_eq!(
+            pool.nodes[0].healthy_since,
+            Some(Timestamp::from_second(20).unwrap())
+        );
+        assert_eq!(pool.nodes[1].state, NodeState::Pending, "not Ready");
+        assert_eq!(pool.nodes[2].state, NodeState::Pending, "not registered");
+    }
+
+    #[test]
+    fn provider_ids_match_on_their_last_segment() {
+        let n = KubeNode {
+            spec: Some(k8s_openapi::api::core::v1::NodeSpec {
+                provider_id: Some("aws:///us-east-1a/i-0abc".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(Matcher::ProviderId.key_of(&n).as_deref(), Some("i-0abc"));
+    }
+}

@@ -1,0 +1,377 @@
+//! A simulator pool with a cluster attached, rolled by `poolwright apply` as a
+//! user runs it, against a real control plane (kine + kube-apiserver + kwok).
+//! The simulator's nodes register as Node objects (kwok makes them Ready); the
+//! test plays a Deployment, the scheduler and the disruption controller for a
+//! PDB-protected app (placing replicas on schedulable Ready nodes, keeping the
+//! budget's status), and records how many replicas were available throughout.
+
+#[path = "support/kube.rs"]
+mod kube_cp;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube_cp::ControlPlane;
+use serde_json::Value;
+
+const REPLICAS: i64 = 4;
+
+struct World {
+    cp: ControlPlane,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new(drain: &str) -> World {
+        let cp = ControlPlane::start();
+        let dir = tempfile::tempdir().unwrap();
+        let w = World { cp, dir };
+        w.write("config/cluster.yaml", &w.cp.cluster_doc("test"));
+        w.write(
+            "config/provider.yaml",
+            "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 10s}\n",
+        );
+        w.pool("img-1", drain);
+        w
+    }
+
+    fn pool(&self, image: &str, drain: &str) {
+        self.pool_with(image, drain, "Allow");
+    }
+
+    fn pool_with(&self, image: &str, drain: &str, policy: &str) {
+        self.write(
+            "config/web.yaml",
+            &format!(
+                "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  clusterRef: test\n  size: 4\n  template: {{image: {image}, instanceType: m7i.large}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: 0s, startupTimeout: 2m}}\n    drain: {drain}\n  disruption: {{policy: {policy}}}\n"
+            ),
+        );
+    }
+
+    /// Create the pool, then let poolwright look at it through the cluster with
+    /// disruptions blocked: its nodes register as Node objects and nothing is
+    /// replaced yet. Then the app (the test's controllers) gets all replicas up.
+    fn prepare(&self, drain: &str, min_available: i64) -> Running {
+        let (ok, text) = self.apply();
+        assert!(ok, "{text}");
+        self.pool_with("img-2", drain, "Block");
+        let rt = rt();
+        let mut registered = 0;
+        for _ in 0..40 {
+            let (_, text) = self.apply();
+            registered = registered_nodes(&rt, &self.cp).len();
+            if registered == 4 {
+                break;
+            }
+            assert!(text.contains("blocked by disruption policy"), "{text}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        assert_eq!(registered, 4, "the simulator's nodes did not register");
+        let client = rt.block_on(self.cp.client());
+        let stop = Arc::new(AtomicBool::new(false));
+        let fewest = Arc::new(AtomicI64::new(i64::MAX));
+        let controllers = rt.spawn(play_controllers(
+            client,
+            min_available,
+            stop.clone(),
+            fewest.clone(),
+        ));
+        let started = std::time::Instant::now();
+        while fewest.load(Ordering::SeqCst) == i64::MAX {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the app never came up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        fewest.store(REPLICAS, Ordering::SeqCst);
+        self.pool_with("img-2", drain, "Allow");
+        Running {
+            rt,
+            stop,
+            fewest,
+            controllers,
+        }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn apply(&self) -> (bool, String) {
+        let o: Output = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .args([
+                "apply",
+                "config",
+                "--auto-approve",
+                "--events",
+                "events.jsonl",
+            ])
+            .current_dir(self.dir.path())
+            .env("POOLWRIGHT_STATE_DIR", self.dir.path().join("state"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn count(&self, event: &str) -> usize {
+        self.events().iter().filter(|e| e["event"] == event).count()
+    }
+}
+
+/// The test's controllers, running while a rollout happens.
+struct Running {
+    rt: tokio::runtime::Runtime,
+    stop: Arc<AtomicBool>,
+    fewest: Arc<AtomicI64>,
+    controllers: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stop the controllers; the fewest replicas seen running meanwhile.
+    fn finish(self) -> (i64, tokio::runtime::Runtime) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.rt.block_on(self.controllers).unwrap();
+        (self.fewest.load(Ordering::SeqCst), self.rt)
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn running(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// The app's controllers, played by the test until `stop`: keep REPLICAS pods
+/// of app=web on schedulable Ready nodes, one new pod per round (like a
+/// rolling Deployment), and keep the PDB's status as the disruption
+/// controller would. Records the fewest running replicas once all were up.
+async fn play_controllers(
+    client: kube::Client,
+    min_available: i64,
+    stop: Arc<AtomicBool>,
+    fewest: Arc<AtomicI64>,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let mut serial = 0;
+    let mut all_up = false;
+    while !stop.load(Ordering::SeqCst) {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .unwrap();
+        let live: Vec<&Pod> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let up = list.items.iter().filter(|p| running(p)).count() as i64;
+        if up >= REPLICAS {
+            all_up = true;
+        }
+        if all_up {
+            fewest.fetch_min(up, Ordering::SeqCst);
+        }
+        // The disruption controller.
+        let generation = pdbs
+            .get("web")
+            .await
+            .unwrap()
+            .metadata
+            .generation
+            .unwrap_or(1);
+        let status = serde_json::json!({"status": {
+            "observedGeneration": generation,
+            "disruptionsAllowed": (up - min_available).max(0),
+            "currentHealthy": up,
+            "desiredHealthy": min_available,
+            "expectedPods": REPLICAS,
+        }});
+        pdbs.patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+        // The ReplicaSet and the scheduler: one missing replica per round, on the
+        // schedulable Ready node with the fewest replicas.
+        if (live.len() as i64) < REPLICAS {
+            let ready: Vec<String> = nodes
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|n| {
+                    !n.spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false)
+                })
+                .filter(|n| {
+                    n.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            let load = |node: &String| {
+                live.iter()
+                    .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()) == Some(node))
+                    .count()
+            };
+            if let Some(node) = ready.iter().min_by_key(|n| load(n)) {
+                serial += 1;
+                let pod: Pod = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("web-{serial}"), "labels": {"app": "web"}},
+                    "spec": {
+                        "nodeName": node,
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "web", "image": "web:1"}],
+                    },
+                }))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+fn registered_nodes(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> BTreeSet<String> {
+    rt.block_on(async {
+        Api::<Node>::all(cp.client().await)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect()
+    })
+}
+
+#[test]
+fn a_rollout_cordons_drains_and_replaces_real_nodes_within_the_pdb() {
+    let w = World::new("{timeout: 2m}");
+    let running = w.prepare("{timeout: 2m}", 3);
+    let (ok, text) = w.apply();
+    let (fewest, rt) = running.finish();
+    assert!(ok, "{text}");
+
+    assert_eq!(w.count("node_cordoned"), 4, "{text}");
+    assert_eq!(w.count("node_drained"), 4);
+    assert_eq!(w.count("terminate_requested"), 4);
+    assert!(
+        fewest >= 3,
+        "the PDB's minimum of 3 was broken: {fewest} running"
+    );
+    // The old Node objects are gone; four new ones are registered.
+    let nodes = registered_nodes(&rt, &w.cp);
+    let replaced: BTreeSet<String> = w
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "terminate_requested")
+        .filter_map(|e| e["node"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    assert!(nodes.is_disjoint(&replaced), "{nodes:?} vs {replaced:?}");
+}
+
+/// PDB never allows a disruption: after `drain.timeout`, onTimeout decides.
+fn stuck_drain(on_timeout: &str) -> (World, bool, String, tokio::runtime::Runtime) {
+    let drain = format!("{{timeout: 3s, onTimeout: {on_timeout}}}");
+    let w = World::new(&drain);
+    // minAvailable = all replicas: no eviction is ever allowed.
+    let running = w.prepare(&drain, REPLICAS);
+    let (ok, text) = w.apply();
+    let (_, rt) = running.finish();
+    (w, ok, text, rt)
+}
+
+fn cordoned(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> usize {
+    rt.block_on(async {
+        Api::<Node>::all(cp.client().await)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+            })
+            .count()
+    })
+}
+
+#[test]
+fn drain_timeout_fail_stops_degraded_with_the_node_cordoned() {
+    let (w, ok, text, rt) = stuck_drain("fail");
+    assert!(!ok, "apply must fail:\n{text}");
+    assert!(text.contains("Degraded"), "{text}");
+    assert!(text.contains("PodDisruptionBudget default/web"), "{text}");
+    assert_eq!(w.count("degraded"), 1);
+    assert_eq!(w.count("terminate_requested"), 0, "nothing was terminated");
+    assert_eq!(cordoned(&rt, &w.cp), 1, "the node stays cordoned");
+}
+
+#[test]
+fn drain_timeout_force_deletes_the_pods_and_carries_on() {
+    let (w, ok, text, _rt) = stuck_drain("force");
+    assert!(ok, "{text}");
+    assert_eq!(w.count("drain_forced"), 4, "{text}");
+    assert_eq!(w.count("terminate_requested"), 4);
+}
+
+#[test]
+fn drain_timeout_quarantine_leaves_the_node_cordoned_and_carries_on() {
+    let (w, _ok, text, rt) = stuck_drain("quarantine");
+    assert!(w.count("node_quarantined") >= 1, "{text}");
+    assert_eq!(
+        w.count("terminate_requested"),
+        0,
+        "a quarantined node is kept"
+    );
+    assert!(cordoned(&rt, &w.cp) >= 1);
+}
