@@ -289,25 +289,39 @@ impl Aws {
         )
     }
 
+    /// One UpdateAutoScalingGroup for bounds, and the desired capacity if given.
+    async fn resize(
+        &self,
+        call: &str,
+        group: &str,
+        bounds: Bounds,
+        desired: Option<u32>,
+    ) -> Result<()> {
+        self.clients()
+            .await
+            .asg
+            .update_auto_scaling_group()
+            .auto_scaling_group_name(group)
+            .min_size(bounds.min as i32)
+            .max_size(bounds.max as i32)
+            .set_desired_capacity(desired.map(|d| d as i32))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| error(call, e))
+    }
+
     /// Set the desired capacity, widening the group's bounds only as far as
     /// needed and bringing them back home when they no longer need to be wide.
     async fn set_capacity(&self, call: &str, pool: &str, group: &GroupView, to: u32) -> Result<()> {
         let home = mapping::home_bounds(self.spec(pool).as_ref(), group);
         let bounds = mapping::bounds_for(home, to);
-        let client = &self.clients().await.asg;
         let result = if bounds.min != group.min || bounds.max != group.max {
-            client
-                .update_auto_scaling_group()
-                .auto_scaling_group_name(&group.name)
-                .min_size(bounds.min as i32)
-                .max_size(bounds.max as i32)
-                .desired_capacity(to as i32)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| error(call, e))
+            self.resize(call, &group.name, bounds, Some(to)).await
         } else {
-            client
+            self.clients()
+                .await
+                .asg
                 .set_desired_capacity()
                 .auto_scaling_group_name(&group.name)
                 .desired_capacity(to as i32)
@@ -793,32 +807,18 @@ impl Provider for Aws {
         let home = mapping::home_bounds(self.spec(pool).as_ref(), &view);
         if decrement && view.desired > 0 && view.min > view.desired - 1 {
             // Taking a node out before its replacement exists: make room below min.
-            let bounds = mapping::bounds_for(home, view.desired - 1);
-            self.clients()
-                .await
-                .asg
-                .update_auto_scaling_group()
-                .auto_scaling_group_name(&group)
-                .min_size(bounds.min as i32)
-                .send()
-                .await
-                .map_err(|e| error(&call, e))?;
+            let room = Bounds {
+                min: mapping::bounds_for(home, view.desired - 1).min,
+                max: view.max,
+            };
+            self.resize(&call, &group, room, None).await?;
         }
         self.terminate(&call, &view, node, decrement).await?;
         // A surge raised the bounds; bring them home once it has ended.
         let after = self.describe_group(&call, &group).await?;
         let bounds = mapping::bounds_for(home, after.desired);
         if (bounds.min, bounds.max) != (after.min, after.max) {
-            self.clients()
-                .await
-                .asg
-                .update_auto_scaling_group()
-                .auto_scaling_group_name(&group)
-                .min_size(bounds.min as i32)
-                .max_size(bounds.max as i32)
-                .send()
-                .await
-                .map_err(|e| error(&call, e))?;
+            self.resize(&call, &group, bounds, None).await?;
         }
         Ok(())
     }
@@ -897,17 +897,7 @@ impl Provider for Aws {
             min: 0,
             max: view.max.max(view.desired),
         });
-        self.clients()
+        self.resize(&call, &group, b, Some(b.clamp(view.desired)))
             .await
-            .asg
-            .update_auto_scaling_group()
-            .auto_scaling_group_name(&group)
-            .min_size(b.min as i32)
-            .max_size(b.max as i32)
-            .desired_capacity(b.clamp(view.desired) as i32)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| error(&call, e))
     }
 }
