@@ -2,10 +2,14 @@
 //! HTTP status surface, its event log, the simulator's audit of the calls it
 //! received, and real signals.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+#[path = "support/daemon.rs"]
+mod daemon_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use daemon_support::Daemon;
 
 use serde_json::Value;
 
@@ -15,196 +19,6 @@ fn pool(image: &str) -> String {
     format!(
         "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 4\n  template: {{image: {image}}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: 200ms}}\n"
     )
-}
-
-struct Daemon {
-    child: Child,
-    root: PathBuf,
-    url: String,
-}
-
-impl Daemon {
-    /// Start `poolwright run config` in `root` and wait until it serves status.
-    fn start(root: &Path, extra: &[&str]) -> Daemon {
-        Daemon::start_with_env(root, extra, &[])
-    }
-
-    fn start_with_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let state = root.join("state");
-        let _ = std::fs::remove_file(state.join("daemon.json"));
-        let child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
-            .current_dir(root)
-            .args([
-                "run",
-                "config",
-                "--state-dir",
-                "state",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .args([
-                "--resync",
-                "1h",
-                "--retry-after",
-                "1s",
-                "--log-format",
-                "json",
-            ])
-            .args(extra)
-            .env_remove("POOLWRIGHT_STATE_DIR")
-            .env_remove("NOTIFY_SOCKET")
-            .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(root.join("daemon.log")).unwrap())
-            .spawn()
-            .expect("starting poolwright run");
-        let started = Instant::now();
-        let url = loop {
-            if let Ok(text) = std::fs::read_to_string(state.join("daemon.json"))
-                && let Ok(v) = serde_json::from_str::<Value>(&text)
-            {
-                break v["url"].as_str().unwrap().to_string();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the daemon did not start serving status: {}",
-                std::fs::read_to_string(root.join("daemon.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Daemon {
-            child,
-            root: root.to_path_buf(),
-            url,
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        http(&self.url, "GET", path)
-    }
-
-    fn status(&self) -> Value {
-        let (code, body) = self.get("/v1/status");
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    fn pool(&self, name: &str) -> Value {
-        self.status()["pools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    }
-
-    /// Wait until `cond` holds for the status, or fail with the status and the log.
-    fn wait_for(&self, what: &str, limit: Duration, cond: impl Fn(&Value) -> bool) -> Value {
-        let started = Instant::now();
-        loop {
-            let s = self.status();
-            if cond(&s) {
-                return s;
-            }
-            assert!(
-                started.elapsed() < limit,
-                "timed out waiting for {what}; status: {s:#}\nlog tail: {}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Wait until the event log has an event matching `pred`.
-    fn wait_for_event(&self, what: &str, pred: impl Fn(&Value) -> bool) {
-        let started = Instant::now();
-        while !events(&self.root).iter().any(&pred) {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {what}: {}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.root.join("daemon.log")).unwrap_or_default();
-        log.lines()
-            .rev()
-            .take(30)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let (code, body) = self.get("/metrics");
-        assert_eq!(code, 200);
-        let lines = body.lines().map(|l| Ok(l.to_string()));
-        let scrape =
-            prometheus_parse::Scrape::parse(lines).expect("/metrics parses as Prometheus text");
-        scrape
-            .samples
-            .iter()
-            .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => 0.0,
-            })
-            .sum()
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(40),
-                "the daemon did not exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A small HTTP/1.1 client: enough for a loopback status server.
-fn http(url: &str, method: &str, path: &str) -> (u16, String) {
-    let addr = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connecting to the status server");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
-    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, body.to_string())
 }
 
 fn setup(image: &str) -> tempfile::TempDir {

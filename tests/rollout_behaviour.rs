@@ -67,6 +67,43 @@ fn on_failure_rollback_returns_the_pool_to_the_previous_template() {
 }
 
 #[test]
+fn a_rollback_returns_an_old_node_being_drained_to_service() {
+    // The new node fails (2 min) while an old one is still draining (30 min).
+    let mut sc = Scenario::new(4, 1, 1);
+    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.sim.drain_time = poolwright::spec::types::Distribution::Fixed(Duration::secs(1800));
+    sc.settings.on_failure = OnFailure::Rollback;
+    sc.settings.startup_timeout = Duration::secs(120);
+    let run = sc.run();
+    assert!(
+        matches!(run.status, Status::RolledBack { .. }),
+        "{:?}",
+        run.status
+    );
+    assert_eq!(run.count("node_uncordoned"), 1, "{:?}", run.names());
+    let back = run.first("rollback_started").unwrap();
+    let uncordoned = run.first("node_uncordoned").unwrap();
+    assert!(back < uncordoned);
+    let node = run.events[uncordoned].node.clone().unwrap();
+    assert!(
+        !run.events
+            .iter()
+            .any(|e| e.event == "terminate_requested" && e.node.as_ref() == Some(&node)),
+        "the uncordoned node {node} was terminated anyway"
+    );
+    assert!(
+        run.final_pool
+            .live_nodes()
+            .any(|n| n.id == node && n.state == NodeState::Healthy && !n.cordoned),
+        "{node} is not back in service: {:?}",
+        run.final_pool.nodes
+    );
+    assert_bounds(&run, 4, 1, 1);
+    // Well before the 30-minute drain would have ended.
+    assert!(run.seconds < 1800, "took {}s", run.seconds);
+}
+
+#[test]
 fn the_circuit_breaker_stops_after_k_failed_nodes() {
     let mut sc = Scenario::new(6, 3, 0);
     sc.sim.failures.broken_images = vec!["img-2".into()];

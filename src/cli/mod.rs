@@ -42,6 +42,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Check a desired-state directory and report every problem as FILE:LINE:COL
     ///
@@ -149,6 +151,8 @@ pub enum Command {
         /// Log format: auto is journald under systemd, human otherwise
         #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
         log_format: LogFormat,
+        #[command(flatten)]
+        ha: HaArgs,
     },
     /// Show what a running daemon is doing, pool by pool
     Status {
@@ -266,6 +270,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             reason,
         } => workflow::apply(&target, &common, auto_approve, events.as_deref(), reason),
         Command::Run {
+            ha,
             dir,
             common,
             dry_run,
@@ -291,6 +296,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             shutdown_grace,
             debounce,
             retry_after,
+            ha: ha.options(),
         }),
         Command::Status {
             state_dir,
@@ -384,4 +390,69 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
     } else {
         exit::FAILED
     })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HaBackend {
+    /// A coordination.k8s.io Lease; journals and inventory in ConfigMaps beside it
+    Kubernetes,
+}
+
+/// High availability: several daemons, one acting.
+#[derive(Clone, Debug, clap::Args)]
+pub struct HaArgs {
+    /// Run a leader election: only the holder of the lease acts, the others
+    /// plan and report; the rollout journals and the inventory live in the
+    /// cluster so a standby resumes where the leader stopped
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    ha: Option<HaBackend>,
+    /// Kubeconfig of the cluster holding the lease (default: in-cluster, then
+    /// $KUBECONFIG or ~/.kube/config)
+    #[arg(long, value_name = "FILE", requires = "ha")]
+    ha_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context
+    #[arg(long, value_name = "NAME", requires = "ha")]
+    ha_context: Option<String>,
+    /// Namespace of the lease and the ConfigMaps (default: the context's, or the pod's)
+    #[arg(long, value_name = "NAME", requires = "ha")]
+    ha_namespace: Option<String>,
+    /// Name of the Lease; the ConfigMaps are named after it
+    #[arg(long, requires = "ha", value_name = "NAME", default_value = "poolwright", value_parser = parse_lease_name)]
+    ha_lease: String,
+    /// This daemon's identity in the lease (default: HOSTNAME-PID)
+    #[arg(long, value_name = "ID", requires = "ha")]
+    ha_identity: Option<String>,
+    /// How long a standby waits, after it last saw the lease renewed, before taking it
+    #[arg(long, requires = "ha", default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    ha_lease_duration: std::time::Duration,
+    /// The leader stops acting if it could not renew for this long
+    #[arg(long, requires = "ha", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    ha_renew_deadline: std::time::Duration,
+    /// How often the lease is renewed (or, by a standby, read)
+    #[arg(long, requires = "ha", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    ha_retry_period: std::time::Duration,
+}
+
+impl HaArgs {
+    fn options(self) -> Option<crate::daemon::ha::HaOptions> {
+        self.ha
+            .map(|HaBackend::Kubernetes| crate::daemon::ha::HaOptions {
+                kubeconfig: self.ha_kubeconfig,
+                context: self.ha_context,
+                namespace: self.ha_namespace,
+                lease: self.ha_lease,
+                identity: self.ha_identity,
+                lease_duration: self.ha_lease_duration,
+                renew_deadline: self.ha_renew_deadline,
+                retry_period: self.ha_retry_period,
+            })
+    }
+}
+
+fn parse_lease_name(s: &str) -> Result<String, String> {
+    if crate::spec::validate::is_dns_label(s, 40) {
+        Ok(s.to_string())
+    } else {
+        Err("use 1 to 40 lower-case letters, digits and '-' (ConfigMaps are named LEASE-journal-POOL)".into())
+    }
 }

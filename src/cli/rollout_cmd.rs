@@ -25,12 +25,12 @@ pub enum RolloutAction {
 pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> anyhow::Result<u8> {
     let state = StateDir::new(state_dir);
     let journal = Journal::new(state.journal_dir());
-    if action == RolloutAction::Status {
-        return status(&journal, pool);
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if action == RolloutAction::Status {
+        return status(&journal, pool, &rt);
+    }
     if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
         let verb = if action == RolloutAction::Pause {
             "pause"
@@ -54,8 +54,14 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
         &format!("poolwright rollout {action:?} {pool}").to_lowercase(),
     )?;
     let result = match action {
-        RolloutAction::Pause => control::pause(&journal, pool, "a human", jiff::Timestamp::now()),
-        _ => control::resume(&journal, pool)
+        RolloutAction::Pause => rt.block_on(control::pause(
+            &journal,
+            pool,
+            "a human",
+            jiff::Timestamp::now(),
+        )),
+        _ => rt
+            .block_on(control::resume(&journal, pool))
             .map(|m| format!("{m}; the next `poolwright apply` (or the daemon) continues")),
     };
     Ok(match result {
@@ -70,8 +76,8 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
     })
 }
 
-fn status(journal: &Journal, pool: &str) -> anyhow::Result<u8> {
-    let Some(r) = journal.load(pool)? else {
+fn status(journal: &Journal, pool: &str, rt: &tokio::runtime::Runtime) -> anyhow::Result<u8> {
+    let Some(r) = rt.block_on(journal.load(pool))? else {
         println!("nodepool.{pool}: no rollout in progress");
         return Ok(exit::OK);
     };

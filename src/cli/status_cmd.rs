@@ -48,6 +48,12 @@ pub fn render(doc: &StatusDoc) -> String {
         },
         d.started_at
     ));
+    if let Some(h) = &d.ha {
+        out.push_str(&format!(
+            "lease {} as {}: {}\n",
+            h.lease, h.identity, h.role
+        ));
+    }
     let c = &doc.config;
     let revision = c
         .revision
@@ -76,6 +82,9 @@ pub fn render(doc: &StatusDoc) -> String {
             .map(|t| format!(", next resync at {t}"))
             .unwrap_or_default()
     ));
+    if let Some(e) = &r.error {
+        out.push_str(&format!("LAST ROUND FAILED: {e}\n\n"));
+    }
     let rows: Vec<[String; 5]> = doc
         .pools
         .iter()

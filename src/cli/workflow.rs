@@ -68,7 +68,11 @@ pub(super) async fn snapshot(
     let providers = Providers::build(&config, &state.root, clock);
     let inventory = Inventory::load(&state.inventory())?;
     let mut observed = observe(&config, &inventory, &providers).await;
-    observed.rollouts_in_progress = Journal::new(state.journal_dir()).pools();
+    observed.rollouts_in_progress = Journal::new(state.journal_dir())
+        .all()
+        .await?
+        .into_keys()
+        .collect();
     Ok(Snapshot {
         config,
         providers,
@@ -298,7 +302,7 @@ pub(super) fn apply(
     if let Some(reason) = &override_reason {
         record_overrides(&plan, reason, &state, &sink, clock.as_ref())?;
     }
-    let inventory_path = state.inventory();
+    let inventory_store = crate::store::InventoryStore::file(state.inventory());
     let journal = Journal::new(state.journal_dir());
     let inventory = std::sync::Mutex::new(std::mem::take(&mut snap.inventory));
     // Ctrl-C stops at the next safe point; the journal resumes from there.
@@ -320,7 +324,7 @@ pub(super) fn apply(
         override_policy: override_reason.is_some(),
         providers: &snap.providers,
         inventory: &inventory,
-        inventory_path: &inventory_path,
+        inventory_store: &inventory_store,
         events: &sink,
         clock: clock.as_ref(),
         progress: &progress,

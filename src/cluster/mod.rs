@@ -5,7 +5,9 @@
 
 pub mod attach;
 pub mod drain;
+pub mod lease;
 pub mod nodes;
+pub mod store;
 
 use std::path::Path;
 

@@ -151,6 +151,10 @@ pub struct ReconcileStatus {
     pub last_finished_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_resync_at: Option<Timestamp>,
+    /// Why the last round planned and did nothing (the journals or the
+    /// inventory could not be read); absent when it got through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +169,24 @@ pub struct DaemonInfo {
     pub git_committed_only: bool,
     pub ready: bool,
     pub stopping: bool,
+    /// With `--ha kubernetes`: the lease and this daemon's part in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HaStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HaStatus {
+    /// `NAMESPACE/NAME` of the coordination.k8s.io Lease.
+    pub lease: String,
+    pub identity: String,
+    /// Only the leader acts; a standby plans and reports.
+    pub leader: bool,
+    /// The lease holder as last read (this daemon, another, or none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// One sentence: leader since when, or who leads and when this one may take over.
+    pub role: String,
 }
 
 /// Emergency overrides of disruption policies, most recent last.
@@ -203,10 +225,10 @@ impl StatusDoc {
         };
         format!(
             "{}{} pools: {}; {config}",
-            if self.daemon.mode == "dry-run" {
-                "dry-run: "
-            } else {
-                ""
+            match (&self.daemon.ha, self.daemon.mode.as_str()) {
+                (_, "dry-run") => "dry-run: ",
+                (Some(h), _) if !h.leader => "standby: ",
+                _ => "",
             },
             self.pools.len(),
             if states.is_empty() {

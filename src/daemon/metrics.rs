@@ -79,6 +79,7 @@ pub struct Metrics {
     pub reconcile_seconds: Histogram,
     pub config_load_errors: Counter,
     pub config_valid: Gauge,
+    pub leader: Gauge,
     pub pools: Family<StateLabels, Gauge>,
     pub nodes: Family<PoolStateLabels, Gauge>,
     pub rollout_nodes: Family<RolloutLabels, Gauge>,
@@ -106,6 +107,7 @@ impl Metrics {
             reconcile_seconds: reconcile_histogram(),
             config_load_errors: Counter::default(),
             config_valid: Gauge::default(),
+            leader: Gauge::default(),
             pools: Family::default(),
             nodes: Family::default(),
             rollout_nodes: Family::default(),
@@ -138,6 +140,11 @@ impl Metrics {
             "config_valid",
             "1 when the last load of the desired state succeeded",
             m.config_valid.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this daemon may act: always without --ha, only as the lease holder with it",
+            m.leader.clone(),
         );
         registry.register("pools", "Pools by state", m.pools.clone());
         registry.register("nodes", "Nodes by pool and state", m.nodes.clone());

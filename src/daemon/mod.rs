@@ -8,6 +8,7 @@
 
 pub mod board;
 pub mod client;
+pub mod ha;
 pub mod http;
 pub mod metrics;
 pub mod reconciler;
@@ -28,12 +29,13 @@ use tokio::sync::mpsc;
 
 use board::{Board, DaemonInfo};
 use metrics::Metrics;
-use reconciler::{Reconciler, Settings, Trigger};
+use reconciler::{Reconciler, Settings, Stores, Trigger};
 use source::ConfigSource;
 
 use crate::clock::{Clock, SystemClock};
 use crate::reconcile::{EventSink, Stop};
-use crate::store::{StateDir, StateLock, atomic_write};
+use crate::rollout::Journal;
+use crate::store::{Inventory, InventoryStore, StateDir, StateLock, atomic_write};
 
 pub struct Options {
     pub dir: PathBuf,
@@ -48,6 +50,8 @@ pub struct Options {
     pub shutdown_grace: Duration,
     pub debounce: Duration,
     pub retry_after: Duration,
+    /// `--ha kubernetes`: act only while holding the Lease.
+    pub ha: Option<ha::HaOptions>,
 }
 
 /// Written to `STATE/daemon.json` so `poolwright status` and `rollout` find
@@ -90,6 +94,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         git_committed_only: opts.git_committed_only,
         ready: false,
         stopping: false,
+        ha: None,
     }));
     let metrics = Arc::new(Metrics::new());
     let events_path = opts
@@ -110,6 +115,47 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         }
     }));
 
+    // Where the journal and the inventory live: the state directory, or (with
+    // --ha) the cluster, beside the Lease.
+    let (stores, elector) = match &opts.ha {
+        None => {
+            let inventory_store = InventoryStore::file(state.inventory());
+            let inventory = inventory_store.load().await?;
+            let stores = Stores {
+                journal: Journal::new(state.journal_dir()),
+                inventory_store: Arc::new(inventory_store),
+                inventory,
+                shared: false,
+            };
+            (stores, None)
+        }
+        Some(ha_opts) => {
+            let ha::Ha { elector, store } = ha::connect(ha_opts, clock.clone()).await?;
+            tracing::info!(
+                lease = %format!("{}/{}", elector.settings.namespace, elector.settings.name),
+                identity = %elector.settings.identity,
+                "--ha kubernetes: acting only while holding the lease; journals and inventory in ConfigMaps beside it"
+            );
+            let stores = Stores {
+                journal: Journal::Cluster(store.clone()),
+                inventory_store: Arc::new(InventoryStore::cluster(store)),
+                inventory: Inventory::default(),
+                shared: true,
+            };
+            (stores, Some(elector))
+        }
+    };
+    let (leading_tx, mut leading_rx) = tokio::sync::watch::channel(ha::Leading {
+        leader: elector.is_none(),
+        holder: None,
+        note: "waiting for the leader lease".into(),
+    });
+    let elector_stop = Stop::new();
+    let elector_task = elector
+        .map(|e| ha::spawn_elector(e, board.clone(), leading_tx.clone(), elector_stop.clone()));
+    let ha_enabled = elector_task.is_some();
+    metrics.leader.set(i64::from(!ha_enabled));
+
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let mut reconciler = Reconciler::new(
         Settings {
@@ -125,6 +171,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         metrics.clone(),
         events.clone(),
         done_tx,
+        stores,
     )?;
 
     // Status and metrics.
@@ -226,8 +273,19 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 tracing::info!("SIGHUP: reloading the desired state");
                 Some(Trigger::Reload)
             }
-            Some(done) = done_rx.recv() => reconciler.finished(done).then_some(Trigger::PoolDone),
-            Some(request) = control_rx.recv() => reconciler.control(request).then_some(Trigger::Control),
+            Some(done) = done_rx.recv() => reconciler.finished(done).await.then_some(Trigger::PoolDone),
+            Some(request) = control_rx.recv() => reconciler.control(request).await.then_some(Trigger::Control),
+            Ok(()) = leading_rx.changed(), if ha_enabled => {
+                let now = leading_rx.borrow_and_update().clone();
+                if now.leader {
+                    tracing::info!("took the leader lease: resuming from the journals in the cluster");
+                } else {
+                    tracing::warn!("{}: not acting; workers stop before their next step", now.note);
+                }
+                metrics.leader.set(i64::from(now.leader));
+                reconciler.set_leading(now.leader, now.note);
+                Some(Trigger::Leadership)
+            }
             Some(()) = files_rx.recv() => reconciler.files_changed().then_some(Trigger::Files),
             _ = tokio::time::sleep_until(next_resync) => Some(Trigger::Resync),
             _ = tokio::time::sleep_until(wake.unwrap_or(next_resync)), if wake.is_some() => Some(Trigger::Wake),
@@ -262,7 +320,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     while reconciler.busy_pools() > 0 {
         match tokio::time::timeout_at(deadline, done_rx.recv()).await {
             Ok(Some(done)) => {
-                reconciler.finished(done);
+                reconciler.finished(done).await;
             }
             Ok(None) => break,
             Err(_) => {
@@ -275,6 +333,14 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             }
         }
     }
+    // Only now, with nothing in flight, may a standby take over at once.
+    if let Some(task) = elector_task {
+        elector_stop.request();
+        if let Ok(mut elector) = task.await {
+            elector.release().await;
+        }
+    }
+    drop(leading_tx);
     http_stop.request();
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     let _ = std::fs::remove_file(&daemon_file_path);

@@ -25,9 +25,9 @@ use crate::plan::{self, Headline, Plan, PlanOptions, PoolPlan};
 use crate::provider::{CallObserver, Providers};
 use crate::reconcile::apply::describe_step;
 use crate::reconcile::{ApplyContext, ApplyOutcome, EventSink, Stop, apply_pool, observe};
-use crate::rollout::{Journal, Status, control};
+use crate::rollout::{Journal, RolloutState, Status, control};
 use crate::spec::{Config, Limits};
-use crate::store::{Inventory, StateDir};
+use crate::store::{Inventory, InventoryStore, StateDir};
 
 /// What caused a reconcile (a label on the reconciles metric).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +43,8 @@ pub enum Trigger {
     PoolDone,
     /// A pause or resume changed a rollout.
     Control,
+    /// This daemon took the leader lease, or lost it (`--ha kubernetes`).
+    Leadership,
     /// Something became due (a window opening, a retry, nodes settling): plan
     /// again with the desired state in force.
     Wake,
@@ -57,6 +59,7 @@ impl Trigger {
             Trigger::Resync => "resync",
             Trigger::PoolDone => "pool-done",
             Trigger::Control => "control",
+            Trigger::Leadership => "leadership",
             Trigger::Wake => "wake",
         }
     }
@@ -64,7 +67,11 @@ impl Trigger {
     fn reloads(self) -> bool {
         matches!(
             self,
-            Trigger::Startup | Trigger::Files | Trigger::Reload | Trigger::Resync
+            Trigger::Startup
+                | Trigger::Files
+                | Trigger::Reload
+                | Trigger::Resync
+                | Trigger::Leadership
         )
     }
 
@@ -108,6 +115,17 @@ pub struct Settings {
     pub retry_after: Duration,
 }
 
+/// Where the journal and the inventory live.
+pub struct Stores {
+    pub journal: Journal,
+    pub inventory_store: Arc<InventoryStore>,
+    /// The inventory as read at start (empty when `shared`: read every round).
+    pub inventory: Inventory,
+    /// Shared with other daemons through the cluster (`--ha kubernetes`):
+    /// this one acts only while it holds the lease.
+    pub shared: bool,
+}
+
 /// The desired state in force: the last one that loaded cleanly.
 struct InForce {
     config: Arc<Config>,
@@ -131,6 +149,15 @@ pub struct Reconciler {
     pub events: Arc<EventSink>,
     journal: Arc<Journal>,
     inventory: Arc<Mutex<Inventory>>,
+    inventory_store: Arc<InventoryStore>,
+    /// Whether this daemon may act: always, except a standby under `--ha`.
+    leading: bool,
+    /// The inventory must be read again before acting: under `--ha`, another
+    /// daemon may have written it (a standby re-reads it every round; a new
+    /// leader once, before its first step).
+    inventory_stale: bool,
+    /// Why a standby does not act, for pool messages.
+    standby_note: String,
     in_force: Option<InForce>,
     /// HEAD when the desired state was last loaded (git mode).
     head: Option<String>,
@@ -161,19 +188,23 @@ impl Reconciler {
         metrics: Arc<Metrics>,
         events: Arc<EventSink>,
         done_tx: mpsc::UnboundedSender<Done>,
+        stores: Stores,
     ) -> anyhow::Result<Reconciler> {
-        let inventory = Inventory::load(&state.inventory())?;
         Ok(Reconciler {
             semaphore: Arc::new(Semaphore::new(settings.parallelism.max(1))),
             settings,
             source,
-            journal: Arc::new(Journal::new(state.journal_dir())),
+            journal: Arc::new(stores.journal),
+            inventory_store: stores.inventory_store,
+            leading: !stores.shared,
+            inventory_stale: stores.shared,
+            standby_note: "waiting for the leader lease".into(),
             state,
             clock,
             board,
             metrics,
             events,
-            inventory: Arc::new(Mutex::new(inventory)),
+            inventory: Arc::new(Mutex::new(stores.inventory)),
             in_force: None,
             head: None,
             workers: HashMap::new(),
@@ -185,6 +216,18 @@ impl Reconciler {
             latest_plan: Arc::new(Mutex::new(None)),
             wake_at: None,
         })
+    }
+
+    /// Under `--ha`: this daemon took the lease (it reads the inventory and
+    /// journals the last leader left, then acts) or lost it (every worker stops
+    /// at once; the fence has already refused their next step).
+    pub fn set_leading(&mut self, leading: bool, note: String) {
+        if self.leading && !leading {
+            self.stop_all();
+        }
+        self.leading = leading;
+        self.inventory_stale = true;
+        self.standby_note = note;
     }
 
     pub fn busy_pools(&self) -> usize {
@@ -231,13 +274,34 @@ impl Reconciler {
         let config = in_force.config.clone();
         let providers = in_force.providers.clone();
         let revision = in_force.revision.clone();
+        if self.inventory_stale && self.workers.is_empty() {
+            match self.inventory_store.load().await {
+                Ok(inv) => {
+                    *self.inventory.lock().unwrap_or_else(|p| p.into_inner()) = inv;
+                    self.inventory_stale = !self.leading;
+                }
+                Err(e) => {
+                    self.round_failed(started, format!("{e:#}"));
+                    return;
+                }
+            }
+        }
+        // Every rollout's journal: a pool with one is resumed, or waits for a human.
+        let journals = match self.journal.all().await {
+            Ok(j) => j,
+            Err(e) => {
+                self.round_failed(started, format!("{e:#}"));
+                return;
+            }
+        };
+        self.board.update(|d| d.reconcile.error = None);
         let inventory = self
             .inventory
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut observed = observe(&config, &inventory, &providers).await;
-        observed.rollouts_in_progress = self.journal.pools();
+        observed.rollouts_in_progress = journals.keys().cloned().collect();
         let now = self.clock.now();
         let plan = plan::plan(
             &config,
@@ -266,7 +330,8 @@ impl Reconciler {
             );
         }
         for p in &plan.pools {
-            self.handle_pool(p, &config, &providers, revision.as_ref(), now);
+            let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok()).cloned();
+            self.handle_pool(p, journal, &config, &providers, revision.as_ref(), now);
         }
         for (name, pool) in &observed.pools {
             let target = config
@@ -284,6 +349,22 @@ impl Reconciler {
         let known: std::collections::BTreeSet<&str> =
             plan.pools.iter().map(|p| p.pool.as_str()).collect();
         self.board.retain_pools(|name| known.contains(name));
+        self.finish_round(started);
+    }
+
+    /// The journals or the inventory could not be read: nothing is planned or
+    /// done (a rollout might be in flight); say so, and try again soon.
+    fn round_failed(&mut self, started: std::time::Instant, error: String) {
+        let message = format!("{error}; nothing is planned or done until it can be read");
+        tracing::error!("{message}");
+        self.board.update(|d| d.reconcile.error = Some(message));
+        let now = self.clock.now();
+        self.wake_no_later_than(
+            now.saturating_add(
+                SignedDuration::try_from(self.settings.retry_after).unwrap_or_default(),
+            )
+            .unwrap_or(now),
+        );
         self.finish_round(started);
     }
 
@@ -548,6 +629,7 @@ impl Reconciler {
     fn handle_pool(
         &mut self,
         p: &PoolPlan,
+        journal: Option<RolloutState>,
         config: &Arc<Config>,
         providers: &Arc<Providers>,
         revision: Option<&Revision>,
@@ -561,7 +643,6 @@ impl Reconciler {
         let rev = revision.map(Revision::short);
         let blocked_now = p.blocked.is_some();
         // A rollout already under way reports its own block (the executor's event).
-        let journal = self.journal.load(&p.pool).ok().flatten();
         let rolling = journal.is_some();
         if blocked_now && !rolling && !self.blocked_since.contains_key(&p.pool) {
             let b = p.blocked.as_ref().expect("checked");
@@ -678,18 +759,15 @@ impl Reconciler {
             }
             return;
         }
-        if self.settings.dry_run {
+        if !self.leading || self.journal.may_act().is_err() {
             set(
                 PoolState::Pending,
-                format!(
-                    "dry-run: would {}",
-                    p.steps
-                        .iter()
-                        .map(describe_step)
-                        .collect::<Vec<_>>()
-                        .join(", then ")
-                ),
+                format!("{}; the leader would {}", self.standby_note, steps(p)),
             );
+            return;
+        }
+        if self.settings.dry_run {
+            set(PoolState::Pending, format!("dry-run: would {}", steps(p)));
             return;
         }
         if let Some((last_key, at)) = self.finished.get(&p.pool)
@@ -726,17 +804,12 @@ impl Reconciler {
         );
         self.board.pool(&p.pool, &p.provider, |s| {
             s.state = PoolState::Applying;
-            s.message = p
-                .steps
-                .iter()
-                .map(describe_step)
-                .collect::<Vec<_>>()
-                .join(", then ");
+            s.message = steps(&p);
         });
         let semaphore = self.semaphore.clone();
         let journal = self.journal.clone();
         let inventory = self.inventory.clone();
-        let inventory_path = self.state.inventory();
+        let inventory_store = self.inventory_store.clone();
         let events = self.events.clone();
         let clock = self.clock.clone();
         let done = self.done_tx.clone();
@@ -754,7 +827,7 @@ impl Reconciler {
                     override_policy: false,
                     providers: &providers,
                     inventory: &inventory,
-                    inventory_path: &inventory_path,
+                    inventory_store: &inventory_store,
                     events: &events,
                     clock: clock.as_ref(),
                     progress: &progress,
@@ -773,7 +846,7 @@ impl Reconciler {
 
     /// A worker ended: record how, and carry out a pause that waited for it.
     /// Returns whether the pool should be planned again at once.
-    pub fn finished(&mut self, done: Done) -> bool {
+    pub async fn finished(&mut self, done: Done) -> bool {
         let provider = self
             .workers
             .remove(&done.pool)
@@ -783,7 +856,7 @@ impl Reconciler {
         self.finished
             .insert(done.pool.clone(), (done.key.clone(), now));
         if let Some((action, who)) = self.deferred.remove(&done.pool) {
-            let result = self.control_now(&done.pool, action, &who);
+            let result = self.control_now(&done.pool, action, &who).await;
             match result {
                 Ok(m) => tracing::info!(pool = %done.pool, "{m}"),
                 Err(m) => tracing::warn!(pool = %done.pool, "{m}"),
@@ -829,13 +902,20 @@ impl Reconciler {
 
     /// A human's pause or resume, through `/v1/pools/NAME/pause|resume`.
     /// Returns whether the pools should be planned again.
-    pub fn control(&mut self, req: ControlRequest) -> bool {
+    pub async fn control(&mut self, req: ControlRequest) -> bool {
         let ControlRequest {
             pool,
             action,
             who,
             reply,
         } = req;
+        if !self.leading {
+            let _ = reply.send(Err(format!(
+                "nodepool.{pool}: this daemon is a standby ({}); ask the leader",
+                self.standby_note
+            )));
+            return false;
+        }
         if let Some(w) = self.workers.get(&pool) {
             let answer = match action {
                 ControlAction::Pause => {
@@ -852,13 +932,13 @@ impl Reconciler {
             let _ = reply.send(answer);
             return false;
         }
-        let answer = self.control_now(&pool, action, &who);
+        let answer = self.control_now(&pool, action, &who).await;
         let changed = answer.is_ok();
         let _ = reply.send(answer);
         changed
     }
 
-    fn control_now(
+    async fn control_now(
         &mut self,
         pool: &str,
         action: ControlAction,
@@ -866,8 +946,8 @@ impl Reconciler {
     ) -> Result<String, String> {
         let now = self.clock.now();
         let result = match action {
-            ControlAction::Pause => control::pause(&self.journal, pool, who, now),
-            ControlAction::Resume => control::resume(&self.journal, pool),
+            ControlAction::Pause => control::pause(&self.journal, pool, who, now).await,
+            ControlAction::Resume => control::resume(&self.journal, pool).await,
         };
         if let Ok(message) = &result {
             // A human's decision: the pool may act again at once.
@@ -894,4 +974,13 @@ impl Reconciler {
             w.stop.request();
         }
     }
+}
+
+/// A pool's due steps, in one line.
+fn steps(p: &PoolPlan) -> String {
+    p.steps
+        .iter()
+        .map(describe_step)
+        .collect::<Vec<_>>()
+        .join(", then ")
 }

@@ -2,7 +2,6 @@
 //! goes (intent first: a pool is in the inventory before it is created, so a
 //! crash in between can never leave poolwright's own pool unmanaged).
 
-use std::path::Path;
 use std::sync::Mutex;
 
 use super::events::{Counts, Event, EventSink};
@@ -14,7 +13,7 @@ use crate::plan::{Plan, PoolPlan, Step};
 use crate::provider::{Provider, Providers};
 use crate::rollout::{Journal, Rollout, Settings, Status};
 use crate::spec::Config;
-use crate::store::{AppliedState, Inventory, InventoryEntry, Origin};
+use crate::store::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 
 #[derive(Debug, Default)]
 pub struct ApplyOutcome {
@@ -37,7 +36,8 @@ pub struct ApplyContext<'a> {
     pub providers: &'a Providers,
     /// Shared by the pools applied in parallel; saved whole under the lock.
     pub inventory: &'a Mutex<Inventory>,
-    pub inventory_path: &'a Path,
+    /// Where the inventory is saved (the state directory, or the cluster).
+    pub inventory_store: &'a InventoryStore,
     pub events: &'a EventSink,
     pub clock: &'a dyn Clock,
     /// Called with a one-line progress message per step (the TTY shows it).
@@ -117,6 +117,10 @@ async fn pool_steps(
         if ctx.stop.is_requested() {
             break;
         }
+        // With `run --ha kubernetes`, only the lease holder takes a step.
+        ctx.journal
+            .may_act()
+            .map_err(|e| format!("{who}: {}: {e}", describe_step(step)))?;
         (ctx.progress)(&format!("{who}: {}...", describe_step(step)));
         let result = run_step(p, step, provider.as_ref(), ctx).await;
         let counts = counts_after(provider.as_ref(), p).await;
@@ -180,15 +184,16 @@ async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
     Some(Counts::of(&pool, desired))
 }
 
-/// Change the inventory and save it, under its lock.
-fn update_inventory(
+/// Change the inventory and save it (saves are ordered; each writes the
+/// inventory as it is when its turn comes).
+async fn update_inventory(
     ctx: &ApplyContext<'_>,
     change: impl FnOnce(&mut Inventory),
 ) -> Result<(), String> {
-    let mut inventory = ctx.inventory.lock().unwrap_or_else(|p| p.into_inner());
-    change(&mut inventory);
-    inventory
-        .save(ctx.inventory_path)
+    change(&mut ctx.inventory.lock().unwrap_or_else(|p| p.into_inner()));
+    ctx.inventory_store
+        .save(ctx.inventory)
+        .await
         .map_err(|e| format!("{e:#}"))
 }
 
@@ -229,12 +234,14 @@ async fn run_step(
                             last_applied: None,
                         },
                     );
-                })?;
+                })
+                .await?;
                 let spec: &PoolSpec = spec;
                 if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
                     update_inventory(ctx, |inv| {
                         inv.pools.remove(pool);
-                    })?;
+                    })
+                    .await?;
                     return Err(err(e));
                 }
                 Ok(())
@@ -249,27 +256,34 @@ async fn run_step(
                 update_inventory(ctx, |inv| {
                     inv.pools.remove(pool);
                 })
+                .await
             }
             .await,
         ),
-        Step::Forget => done(update_inventory(ctx, |inv| {
-            inv.pools.remove(pool);
-        })),
+        Step::Forget => done(
+            update_inventory(ctx, |inv| {
+                inv.pools.remove(pool);
+            })
+            .await,
+        ),
         Step::Adopt => {
             with_retry(|| provider.adopt_pool(pool))
                 .await
                 .map_err(err)?;
-            done(update_inventory(ctx, |inv| {
-                inv.pools.insert(
-                    pool.to_string(),
-                    InventoryEntry {
-                        provider: p.provider.clone(),
-                        origin: Origin::Adopted,
-                        prevent_destroy: p.prevent_destroy,
-                        last_applied: None,
-                    },
-                );
-            }))
+            done(
+                update_inventory(ctx, |inv| {
+                    inv.pools.insert(
+                        pool.to_string(),
+                        InventoryEntry {
+                            provider: p.provider.clone(),
+                            origin: Origin::Adopted,
+                            prevent_destroy: p.prevent_destroy,
+                            last_applied: None,
+                        },
+                    );
+                })
+                .await,
+            )
         }
         Step::SetBounds { to } => done(
             with_retry(|| provider.set_bounds(pool, *to))
@@ -436,4 +450,5 @@ async fn record_applied(
             });
         }
     })
+    .await
 }

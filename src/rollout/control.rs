@@ -19,16 +19,17 @@ pub fn describe(s: &Status) -> String {
     }
 }
 
-fn load(journal: &Journal, pool: &str) -> Result<RolloutState, String> {
+async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, String> {
     journal
         .load(pool)
+        .await
         .map_err(|e| format!("{e:#}"))?
         .ok_or_else(|| format!("nodepool.{pool}: no rollout in progress"))
 }
 
 /// Stop starting new steps (steps in flight finish).
-pub fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> Outcome {
-    let mut r = load(journal, pool)?;
+pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> Outcome {
+    let mut r = load(journal, pool).await?;
     if r.status != Status::Running {
         return Err(format!(
             "nodepool.{pool}: not running ({}); nothing to pause",
@@ -38,7 +39,7 @@ pub fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> 
     r.status = Status::Paused {
         reason: format!("paused by {who} at {now}"),
     };
-    journal.save(&r).map_err(|e| format!("{e:#}"))?;
+    journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
     Ok(format!(
         "nodepool.{pool}: paused; `poolwright rollout resume {pool}` continues it"
     ))
@@ -46,19 +47,19 @@ pub fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> 
 
 /// Continue a paused or Degraded rollout (resetting a tripped circuit breaker),
 /// or allow a rolled-back template to be tried again.
-pub fn resume(journal: &Journal, pool: &str) -> Outcome {
-    let mut r = load(journal, pool)?;
+pub async fn resume(journal: &Journal, pool: &str) -> Outcome {
+    let mut r = load(journal, pool).await?;
     match &r.status {
         Status::Paused { .. } | Status::Degraded { .. } => {
             if r.failures >= r.settings.max_failed_nodes {
                 r.failures = 0;
             }
             r.status = Status::Running;
-            journal.save(&r).map_err(|e| format!("{e:#}"))?;
+            journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
             Ok(format!("nodepool.{pool}: resumed"))
         }
         Status::RolledBack { .. } => {
-            journal.remove(pool).map_err(|e| format!("{e:#}"))?;
+            journal.remove(pool).await.map_err(|e| format!("{e:#}"))?;
             Ok(format!(
                 "nodepool.{pool}: the rolled-back template may be tried again"
             ))

@@ -54,6 +54,8 @@ pub enum Action {
     Reimage { node: String },
     /// Set the template new nodes launch with (rollback).
     SetTemplate { template: Box<NodeTemplate> },
+    /// Return a cordoned node to service (its drain was cut short by a rollback).
+    Uncordon { node: String },
 }
 
 /// Something worth an event.
@@ -251,6 +253,21 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
                 None,
                 "a new node failed; returning the pool to the previous template",
             ));
+            // Old nodes being drained are on the template the pool returns to:
+            // their drain stops and they go back into service.
+            for n in &live {
+                if n.template == s.target
+                    && matches!(s.marks.get(&n.id), Some(Mark::Draining { .. }))
+                {
+                    s.marks.remove(&n.id);
+                    actions.push(Action::Uncordon { node: n.id.clone() });
+                    notes.push(note(
+                        "node_uncordoned",
+                        Some(&n.id),
+                        "rollback: its drain stops and it returns to service",
+                    ));
+                }
+            }
         } else {
             s.status = Status::Degraded {
                 reason: format!(

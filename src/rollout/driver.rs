@@ -60,7 +60,7 @@ impl<'a> Rollout<'a> {
         disruption: Disruption,
     ) -> Result<Rollout<'a>, String> {
         let observed = observe(provider.as_ref(), pool).await?;
-        let prior = journal.load(pool).map_err(|e| format!("{e:#}"))?;
+        let prior = journal.load(pool).await.map_err(|e| format!("{e:#}"))?;
         let target = desired.hash();
         let now = clock.now();
         let state = match prior {
@@ -111,7 +111,7 @@ impl<'a> Rollout<'a> {
                 .await
                 .map_err(|e| format!("{pool}: {e}"))?;
         }
-        r.save()?;
+        r.save().await?;
         let budget = r.state.settings.budget;
         r.emit(
             "rollout_started",
@@ -130,12 +130,13 @@ impl<'a> Rollout<'a> {
     }
 
     /// Make the journal hold the current state (fsync'd) if it does not already.
-    fn save(&mut self) -> Result<(), String> {
+    async fn save(&mut self) -> Result<(), String> {
         if self.saved.as_ref() == Some(&self.state) {
             return Ok(());
         }
         self.journal
             .save(&self.state)
+            .await
             .map_err(|e| format!("{e:#}"))?;
         self.saved = Some(self.state.clone());
         Ok(())
@@ -213,7 +214,7 @@ impl<'a> Rollout<'a> {
         );
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
-        self.save()?;
+        self.save().await?;
         for id in before
             .iter()
             .filter(|id| !observed.nodes.iter().any(|n| &n.id == *id))
@@ -229,12 +230,20 @@ impl<'a> Rollout<'a> {
             self.note(note, &observed);
         }
         for action in decision.actions {
+            // Losing the leader lease stops new steps at once; the journal holds
+            // the rest, for the daemon that takes over (as after a crash).
+            if let Err(e) = self.journal.may_act() {
+                return Err(format!("{pool}: {e}"));
+            }
             self.act(&pool, action, &observed).await;
         }
-        self.save()?;
+        self.save().await?;
         if self.state.status.is_terminal() {
             if self.state.status == Status::Completed {
-                self.journal.remove(&pool).map_err(|e| format!("{e:#}"))?;
+                self.journal
+                    .remove(&pool)
+                    .await
+                    .map_err(|e| format!("{e:#}"))?;
             }
             return Ok(Tick::Finished(self.state.status.clone()));
         }
@@ -323,6 +332,16 @@ impl<'a> Rollout<'a> {
                         );
                     }
                     Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
+                }
+            }
+            Action::Uncordon { node } => {
+                if let Err(e) = self.drainer.uncordon(pool, &node).await {
+                    self.emit(
+                        "step_failed",
+                        Some(node),
+                        Some(observed),
+                        format!("uncordon failed: {e}"),
+                    );
                 }
             }
             Action::SetTemplate { template } => {

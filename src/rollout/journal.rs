@@ -1,64 +1,145 @@
-//! The rollout journal: one file per pool under `STATE/journal/`, replaced
-//! atomically (fsync, rename) BEFORE every side effect, so a restarted process
-//! knows what was in flight.
+//! The rollout journal, written BEFORE every side effect so a restarted process
+//! (or, with `run --ha kubernetes`, the daemon that takes the lease over) knows
+//! what was in flight. Two homes: one file per pool under `STATE/journal/`,
+//! replaced atomically (fsync, rename); or one ConfigMap per pool beside the
+//! Lease, written only by the lease holder.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::state::RolloutState;
+use crate::cluster::store::ClusterStore;
 use crate::store::atomic_write;
 
-#[derive(Clone, Debug)]
-pub struct Journal {
-    dir: PathBuf,
+#[derive(Clone)]
+pub enum Journal {
+    Files(PathBuf),
+    Cluster(Arc<ClusterStore>),
+}
+
+fn parse(bytes: &[u8], what: &dyn std::fmt::Display) -> anyhow::Result<RolloutState> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| anyhow::anyhow!("rollout journal {what} is corrupt: {e}"))
 }
 
 impl Journal {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Journal { dir: dir.into() }
+        Journal::Files(dir.into())
     }
 
-    fn path(&self, pool: &str) -> PathBuf {
-        self.dir.join(format!("{pool}.json"))
+    fn path(dir: &std::path::Path, pool: &str) -> PathBuf {
+        dir.join(format!("{pool}.json"))
     }
 
-    pub fn load(&self, pool: &str) -> anyhow::Result<Option<RolloutState>> {
-        let path = self.path(pool);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| anyhow::anyhow!("rollout journal {} is corrupt: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => anyhow::bail!("reading rollout journal {}: {e}", path.display()),
+    /// Whether this process may act now: always with files; with the cluster,
+    /// only while it holds the leader lease. Asked before every side effect.
+    pub fn may_act(&self) -> Result<(), String> {
+        match self {
+            Journal::Files(_) => Ok(()),
+            Journal::Cluster(store) => store.may_act(),
         }
     }
 
-    pub fn save(&self, state: &RolloutState) -> anyhow::Result<()> {
-        let path = self.path(&state.pool);
+    pub async fn load(&self, pool: &str) -> anyhow::Result<Option<RolloutState>> {
+        match self {
+            Journal::Files(dir) => {
+                let path = Self::path(dir, pool);
+                match std::fs::read(&path) {
+                    Ok(bytes) => parse(&bytes, &path.display()).map(Some),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => anyhow::bail!("reading rollout journal {}: {e}", path.display()),
+                }
+            }
+            Journal::Cluster(store) => {
+                let name = store.journal_name(pool);
+                match store.read(&name).await? {
+                    Some(body) => parse(body.as_bytes(), &store.describe(&name)).map(Some),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    pub async fn save(&self, state: &RolloutState) -> anyhow::Result<()> {
         let bytes = serde_json::to_vec_pretty(state)?;
-        atomic_write(&path, &bytes)
-            .map_err(|e| anyhow::anyhow!("writing rollout journal {}: {e}", path.display()))
-    }
-
-    pub fn remove(&self, pool: &str) -> anyhow::Result<()> {
-        match std::fs::remove_file(self.path(pool)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => anyhow::bail!("removing rollout journal of {pool}: {e}"),
+        match self {
+            Journal::Files(dir) => {
+                let path = Self::path(dir, &state.pool);
+                atomic_write(&path, &bytes)
+                    .map_err(|e| anyhow::anyhow!("writing rollout journal {}: {e}", path.display()))
+            }
+            Journal::Cluster(store) => {
+                let body = String::from_utf8(bytes).expect("JSON is UTF-8");
+                store
+                    .write(&store.journal_name(&state.pool), Some(&state.pool), body)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}"))
+            }
         }
     }
 
-    /// Pools that have a journal (a rollout in progress, stopped, or rolled back).
-    pub fn pools(&self) -> std::collections::BTreeSet<String> {
-        std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_suffix(".json")
-                    .map(str::to_string)
-            })
-            .collect()
+    pub async fn remove(&self, pool: &str) -> anyhow::Result<()> {
+        match self {
+            Journal::Files(dir) => match std::fs::remove_file(Self::path(dir, pool)) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => anyhow::bail!("removing rollout journal of {pool}: {e}"),
+            },
+            Journal::Cluster(store) => store
+                .delete(&store.journal_name(pool))
+                .await
+                .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}")),
+        }
+    }
+
+    /// Every pool's journal (a rollout in progress, stopped, or rolled back); a
+    /// corrupt one is listed with its error, never dropped silently. `Err` when
+    /// the journals cannot be listed at all.
+    pub async fn all(&self) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+        match self {
+            Journal::Files(dir) => {
+                let mut out = BTreeMap::new();
+                let entries = match std::fs::read_dir(dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+                    Err(e) => anyhow::bail!("reading rollout journals in {}: {e}", dir.display()),
+                };
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    let Some(pool) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                        continue;
+                    };
+                    match self.load(pool).await {
+                        Ok(Some(state)) => {
+                            out.insert(pool.to_string(), Ok(state));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            out.insert(pool.to_string(), Err(format!("{e:#}")));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            Journal::Cluster(store) => Ok(store
+                .journals()
+                .await?
+                .into_iter()
+                .map(|(pool, body)| {
+                    let what = store.describe(&store.journal_name(&pool));
+                    let state = parse(body.as_bytes(), &what).map_err(|e| format!("{e:#}"));
+                    (pool, state)
+                })
+                .collect()),
+        }
+    }
+
+    /// Where the journal lives, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Journal::Files(dir) => dir.display().to_string(),
+            Journal::Cluster(store) => store.describe(&store.journal_name("POOL")),
+        }
     }
 }

@@ -264,16 +264,22 @@ fn insert_unique<T>(
     map.insert(name.value, entry);
 }
 
+/// 1 to `max` lower-case letters, digits and '-', starting and ending with a
+/// letter or digit (an RFC 1123 label when `max` is 63).
+pub fn is_dns_label(n: &str, max: usize) -> bool {
+    !n.is_empty()
+        && n.len() <= max
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !n.starts_with('-')
+        && !n.ends_with('-')
+}
+
 /// Names end up in cloud resource names, Kubernetes objects and metric labels,
 /// so they follow the strictest of those: an RFC 1123 label.
 fn check_name(c: &mut Checker, name: &At<String>) {
     let n = name.as_str();
-    let ok = !n.is_empty()
-        && n.len() <= 63
-        && n.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !n.starts_with('-')
-        && !n.ends_with('-');
+    let ok = is_dns_label(n, 63);
     if !ok {
         c.error(
             name.pos,

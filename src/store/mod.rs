@@ -5,7 +5,7 @@ mod inventory;
 mod lock;
 pub mod overrides;
 
-pub use inventory::{AppliedState, Inventory, InventoryEntry, Origin};
+pub use inventory::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 pub use lock::{LockHolder, StateLock};
 
 use std::io::Write;

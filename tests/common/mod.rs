@@ -113,7 +113,7 @@ impl World {
         let inventory = std::sync::Mutex::new(inventory);
         let stop = poolwright::reconcile::Stop::new();
         let events = EventSink::none();
-        let path = self.state_dir().inventory();
+        let inventory_store = poolwright::store::InventoryStore::file(self.state_dir().inventory());
         let journal = poolwright::rollout::Journal::new(self.state_dir().journal_dir());
         let ctx = ApplyContext {
             config: &config,
@@ -121,7 +121,7 @@ impl World {
             override_policy: false,
             providers: &providers,
             inventory: &inventory,
-            inventory_path: &path,
+            inventory_store: &inventory_store,
             events: &events,
             clock: self.clock.as_ref(),
             progress: &|_| {},

@@ -269,6 +269,38 @@ impl Aws {
         })
     }
 
+    /// Every instance ever launched with tag `key=value`, terminated ones
+    /// included (moto keeps them): (id, state).
+    pub fn instances_tagged(&self, key: &str, value: &str) -> Vec<(String, String)> {
+        self.block(async {
+            let out = self
+                .ec2
+                .describe_instances()
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder()
+                        .name(format!("tag:{key}"))
+                        .values(value)
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
+            out.reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .map(|i| {
+                    (
+                        i.instance_id().unwrap_or_default().to_string(),
+                        i.state()
+                            .and_then(|s| s.name())
+                            .map(|n| n.as_str().to_string())
+                            .unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+    }
+
     /// A group made outside poolwright (no tags of ours).
     pub fn create_foreign_group(&self, name: &str, lt: &str, size: i32) {
         self.block(async {

@@ -1,0 +1,490 @@
+//! Leader election on a coordination.k8s.io Lease, for `poolwright run --ha
+//! kubernetes`: only the holder acts. [`step`] is the pure rule (what to do with
+//! the lease as last read, by the candidate's own clock); [`Elector`] does the
+//! reads and compare-and-swap writes; [`Fence`] is what the rest of the daemon
+//! asks before every side effect.
+//!
+//! Expiry is judged as client-go judges it: by when THIS process first saw the
+//! holder's latest renewal, not by the timestamp the holder wrote, so clock
+//! skew between hosts cannot make a live lease look expired. The holder stops
+//! acting `renew_deadline` after its last successful renewal began, which is
+//! before any other candidate may take over (`lease_duration` after it saw that
+//! renewal). Every change of holder increments `leaseTransitions`: the epoch
+//! that the journal's ConfigMaps carry, so a deposed leader's late write is
+//! refused even if it slips past its own deadline.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+
+use crate::clock::Clock;
+
+/// The lease as read: who holds it, for how long, renewed when, how many
+/// changes of holder it has seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// `None` when released (or never held).
+    pub holder: Option<String>,
+    pub duration: SignedDuration,
+    pub renew_time: Option<Timestamp>,
+    pub transitions: i32,
+}
+
+/// A record and when this process first saw it (by its own clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sighting {
+    pub record: Record,
+    pub at: Timestamp,
+}
+
+/// Remember when the current record was first seen: unchanged keeps the old
+/// instant (the lease is ageing), changed starts again from `now`.
+pub fn sight(last: Option<Sighting>, current: &Record, now: Timestamp) -> Sighting {
+    match last {
+        Some(s) if s.record == *current => s,
+        _ => Sighting {
+            record: current.clone(),
+            at: now,
+        },
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// No lease exists: create it, held by us, epoch 0.
+    Create,
+    /// We hold it: renew.
+    Renew { epoch: i32 },
+    /// Released, or not renewed for its duration: take it with this epoch.
+    Acquire { epoch: i32 },
+    /// Someone else holds it; it cannot be taken before `expires_at`.
+    Follow {
+        holder: String,
+        expires_at: Timestamp,
+    },
+}
+
+/// The election rule. `seen` must be [`sight`] of `current` (when it exists).
+pub fn step(me: &str, current: Option<&Sighting>, now: Timestamp) -> Step {
+    let Some(seen) = current else {
+        return Step::Create;
+    };
+    let r = &seen.record;
+    match r.holder.as_deref() {
+        Some(h) if h == me => Step::Renew {
+            epoch: r.transitions,
+        },
+        None => Step::Acquire {
+            epoch: r.transitions + 1,
+        },
+        Some(h) => {
+            let expires_at = seen.at.saturating_add(r.duration).unwrap_or(seen.at);
+            if now >= expires_at {
+                Step::Acquire {
+                    epoch: r.transitions + 1,
+                }
+            } else {
+                Step::Follow {
+                    holder: h.to_string(),
+                    expires_at,
+                }
+            }
+        }
+    }
+}
+
+/// This process's current right to act, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    pub identity: String,
+    pub epoch: i32,
+    pub valid_until: Instant,
+}
+
+/// Asked before every side effect and every journal write. A term lapses by
+/// itself at its deadline, even if the elector is stuck on a slow API call.
+#[derive(Debug, Default)]
+pub struct Fence {
+    term: Mutex<Option<Term>>,
+}
+
+impl Fence {
+    pub fn current(&self) -> Option<Term> {
+        self.term
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|t| Instant::now() < t.valid_until)
+    }
+
+    /// `Err` names why this process may not act.
+    pub fn check(&self) -> Result<Term, String> {
+        self.current().ok_or_else(|| {
+            "this daemon does not hold the leader lease (lost or not yet taken): no step is started"
+                .to_string()
+        })
+    }
+
+    fn grant(&self, term: Term) {
+        *self.term.lock().unwrap_or_else(|p| p.into_inner()) = Some(term);
+    }
+
+    fn revoke(&self) {
+        *self.term.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+/// What this daemon is in the election (shown in status).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "role")]
+pub enum Role {
+    /// Not yet known (first round not done, or the API cannot be reached).
+    Candidate {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Leader {
+        epoch: i32,
+        since: Timestamp,
+    },
+    Standby {
+        holder: String,
+        /// The earliest instant this daemon may take over if the holder stops renewing.
+        expires_at: Timestamp,
+    },
+}
+
+impl Role {
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Role::Leader { .. })
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Role::Candidate { error: None } => "candidate: the lease has not been read yet".into(),
+            Role::Candidate { error: Some(e) } => format!("candidate: {e}"),
+            Role::Leader { epoch, since } => format!("leader since {since} (epoch {epoch})"),
+            Role::Standby { holder, expires_at } => {
+                format!(
+                    "standby: {holder} holds the lease (takes over after {expires_at} if it stops renewing)"
+                )
+            }
+        }
+    }
+}
+
+/// Reads and writes the Lease; one [`Elector::round`] every retry period.
+pub struct Elector {
+    api: Api<Lease>,
+    pub settings: LeaseSettings,
+    clock: Arc<dyn Clock>,
+    pub fence: Arc<Fence>,
+    seen: Option<Sighting>,
+    role: Role,
+}
+
+fn record_of(lease: &Lease) -> Record {
+    let spec = lease.spec.clone().unwrap_or_default();
+    Record {
+        holder: spec.holder_identity.filter(|h| !h.is_empty()),
+        duration: SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(15))),
+        renew_time: spec.renew_time.map(|t| t.0),
+        transitions: spec.lease_transitions.unwrap_or(0),
+    }
+}
+
+impl Elector {
+    pub fn new(client: kube::Client, settings: LeaseSettings, clock: Arc<dyn Clock>) -> Elector {
+        Elector {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            clock,
+            fence: Arc::new(Fence::default()),
+            seen: None,
+            role: Role::Candidate { error: None },
+        }
+    }
+
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
+    fn lease_ref(&self) -> String {
+        format!("Lease {}/{}", self.settings.namespace, self.settings.name)
+    }
+
+    fn spec(&self, epoch: i32, acquire: Option<Timestamp>, now: Timestamp) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.settings.identity.clone()),
+            lease_duration_seconds: Some(self.settings.duration.as_secs().max(1) as i32),
+            acquire_time: acquire.map(MicroTime),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(epoch),
+            ..LeaseSpec::default()
+        }
+    }
+
+    /// One election round: read the lease, then create, renew or take it, or
+    /// follow its holder. Returns the new role.
+    pub async fn round(&mut self) -> &Role {
+        let began = Instant::now();
+        let result = self.try_round(began).await;
+        let leading_until = self.fence.current();
+        self.role = match result {
+            Ok(role) => role,
+            Err(e) => {
+                // Cannot tell: a leader keeps acting until its deadline, no longer.
+                match (&self.role, leading_until) {
+                    (Role::Leader { epoch, since }, Some(_)) => {
+                        tracing::warn!(
+                            "{}: renewal failed, still within the renew deadline: {e}",
+                            self.lease_ref()
+                        );
+                        Role::Leader {
+                            epoch: *epoch,
+                            since: *since,
+                        }
+                    }
+                    _ => {
+                        self.fence.revoke();
+                        Role::Candidate {
+                            error: Some(format!("{}: {e}", self.lease_ref())),
+                        }
+                    }
+                }
+            }
+        };
+        &self.role
+    }
+
+    async fn try_round(&mut self, began: Instant) -> Result<Role, String> {
+        let now = self.clock.now();
+        let lease = self
+            .api
+            .get_opt(&self.settings.name)
+            .await
+            .map_err(|e| format!("get: {e}"))?;
+        let seen = lease
+            .as_ref()
+            .map(|l| sight(self.seen.take(), &record_of(l), now));
+        self.seen = seen.clone();
+        let decided = step(&self.settings.identity, seen.as_ref(), now);
+        let (epoch, spec) = match decided {
+            Step::Follow { holder, expires_at } => {
+                self.fence.revoke();
+                return Ok(Role::Standby { holder, expires_at });
+            }
+            Step::Create => (0, self.spec(0, Some(now), now)),
+            Step::Renew { epoch } => {
+                let acquired = lease
+                    .as_ref()
+                    .and_then(|l| l.spec.as_ref())
+                    .and_then(|s| s.acquire_time.clone())
+                    .map(|t| t.0);
+                (epoch, self.spec(epoch, acquired, now))
+            }
+            Step::Acquire { epoch } => (epoch, self.spec(epoch, Some(now), now)),
+        };
+        let object = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.name.clone()),
+                namespace: Some(self.settings.namespace.clone()),
+                resource_version: lease
+                    .as_ref()
+                    .and_then(|l| l.metadata.resource_version.clone()),
+                labels: lease.as_ref().and_then(|l| l.metadata.labels.clone()),
+                annotations: lease.as_ref().and_then(|l| l.metadata.annotations.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+        };
+        // Compare-and-swap on resourceVersion: of two candidates, one wins.
+        let written = match lease {
+            None => self.api.create(&PostParams::default(), &object).await,
+            Some(_) => {
+                self.api
+                    .replace(&self.settings.name, &PostParams::default(), &object)
+                    .await
+            }
+        };
+        match written {
+            Ok(l) => {
+                self.seen = Some(sight(None, &record_of(&l), now));
+                self.fence.grant(Term {
+                    identity: self.settings.identity.clone(),
+                    epoch,
+                    valid_until: began + self.settings.renew_deadline,
+                });
+                let since = match &self.role {
+                    Role::Leader { since, epoch: e } if *e == epoch => *since,
+                    _ => {
+                        tracing::info!(
+                            "{}: this daemon is now the leader (epoch {epoch})",
+                            self.lease_ref()
+                        );
+                        now
+                    }
+                };
+                Ok(Role::Leader { epoch, since })
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Someone else wrote first: we do not hold it (whatever we thought).
+                self.fence.revoke();
+                Err(format!("lost the race for the lease: {}", s.message))
+            }
+            Err(e) => Err(format!("write: {e}")),
+        }
+    }
+
+    /// Give the lease up (on shutdown, once nothing is in flight) so a standby
+    /// takes over at once instead of waiting out the lease.
+    pub async fn release(&mut self) {
+        let Some(term) = self.fence.current() else {
+            return;
+        };
+        self.fence.revoke();
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(term.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(self.clock.now()));
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!("{}: released", self.lease_ref()),
+            Err(e) => tracing::warn!("{}: could not release it: {e}", self.lease_ref()),
+        }
+        self.role = Role::Candidate { error: None };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn held(by: &str, transitions: i32, renewed: i64) -> Record {
+        Record {
+            holder: Some(by.into()),
+            duration: SignedDuration::from_secs(15),
+            renew_time: Some(at(renewed)),
+            transitions,
+        }
+    }
+
+    #[test]
+    fn no_lease_is_created_a_held_one_followed_then_taken_after_its_duration() {
+        assert_eq!(step("b", None, at(0)), Step::Create);
+        let seen = sight(None, &held("a", 3, 0), at(1));
+        assert_eq!(
+            step("b", Some(&seen), at(10)),
+            Step::Follow {
+                holder: "a".into(),
+                expires_at: at(16)
+            }
+        );
+        // The same record, still unrenewed 15 s after we first saw it.
+        let seen = sight(Some(seen), &held("a", 3, 0), at(16));
+        assert_eq!(seen.at, at(1));
+        assert_eq!(step("b", Some(&seen), at(16)), Step::Acquire { epoch: 4 });
+        // A renewal restarts the wait.
+        let renewed = sight(Some(seen), &held("a", 3, 14), at(16));
+        assert!(matches!(
+            step("b", Some(&renewed), at(20)),
+            Step::Follow { .. }
+        ));
+    }
+
+    #[test]
+    fn the_holder_renews_and_a_released_lease_is_taken_at_once() {
+        let seen = sight(None, &held("a", 2, 0), at(0));
+        assert_eq!(step("a", Some(&seen), at(100)), Step::Renew { epoch: 2 });
+        let released = Record {
+            holder: None,
+            ..held("a", 2, 0)
+        };
+        let seen = sight(None, &released, at(0));
+        assert_eq!(step("b", Some(&seen), at(0)), Step::Acquire { epoch: 3 });
+    }
+
+    #[test]
+    fn a_term_lapses_by_itself() {
+        let fence = Fence::default();
+        assert!(fence.check().is_err());
+        fence.grant(Term {
+            identity: "a".into(),
+            epoch: 1,
+            valid_until: Instant::now() + Duration::from_secs(60),
+        });
+        assert_eq!(fence.check().unwrap().epoch, 1);
+        fence.grant(Term {
+            identity: "a".into(),
+            epoch: 1,
+            valid_until: Instant::now(),
+        });
+        assert!(fence.check().is_err());
+    }
+
+    proptest! {
+        /// Whatever the holder writes and whenever a candidate looks, the
+        /// candidate never takes a lease held by someone else less than its
+        /// duration after it first saw the holder's latest renewal, and a
+        /// take-over always moves the epoch forward.
+        #[test]
+        fn a_live_lease_is_never_taken(
+            renewals in proptest::collection::vec((0i64..30, any::<bool>()), 1..40),
+        ) {
+            let mut t = 0i64;
+            let mut record = held("a", 5, 0);
+            let mut seen: Option<Sighting> = None;
+            let mut last_change = 0i64;
+            for (gap, renew) in renewals {
+                t += gap;
+                if renew {
+                    record.renew_time = Some(at(t));
+                }
+                let s = sight(seen.take(), &record, at(t));
+                if s.at == at(t) {
+                    last_change = t;
+                }
+                match step("b", Some(&s), at(t)) {
+                    Step::Acquire { epoch } => {
+                        prop_assert!(t - last_change >= 15);
+                        prop_assert!(epoch > record.transitions);
+                    }
+                    Step::Follow { expires_at, .. } => {
+                        prop_assert_eq!(expires_at, at(last_change + 15));
+                    }
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+                seen = Some(s);
+            }
+        }
+    }
+}

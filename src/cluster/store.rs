@@ -1,0 +1,182 @@
+//! The daemon's durable state in the cluster, for `run --ha kubernetes`: each
+//! pool's rollout journal and the inventory, one ConfigMap each, beside the
+//! Lease, so whichever daemon holds the lease resumes where the last one stopped.
+//!
+//! Only the lease holder writes, and every write is fenced twice: the writer must
+//! hold a current term ([`Fence`]), and the ConfigMap it replaces must not carry
+//! a newer epoch than its own (a deposed leader's late write is refused). The
+//! replace is a compare-and-swap on resourceVersion.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+
+use super::lease::Fence;
+
+const KEY: &str = "state.json";
+const EPOCH: &str = "poolwright.io/leader-epoch";
+const WRITER: &str = "poolwright.io/written-by";
+const LEASE_LABEL: &str = "poolwright.io/lease";
+const JOURNAL_LABEL: &str = "poolwright.io/journal-of";
+
+pub struct ClusterStore {
+    api: Api<ConfigMap>,
+    namespace: String,
+    /// The Lease's name: every ConfigMap is named after it.
+    lease: String,
+    fence: Arc<Fence>,
+}
+
+impl ClusterStore {
+    pub fn new(client: kube::Client, namespace: &str, lease: &str, fence: Arc<Fence>) -> Self {
+        ClusterStore {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
+            lease: lease.to_string(),
+            fence,
+        }
+    }
+
+    pub fn journal_name(&self, pool: &str) -> String {
+        format!("{}-journal-{pool}", self.lease)
+    }
+
+    pub fn inventory_name(&self) -> String {
+        format!("{}-inventory", self.lease)
+    }
+
+    pub fn describe(&self, name: &str) -> String {
+        format!("ConfigMap {}/{name}", self.namespace)
+    }
+
+    /// Whether this process may act now (holds a current term).
+    pub fn may_act(&self) -> Result<(), String> {
+        self.fence.check().map(|_| ())
+    }
+
+    pub async fn read(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let cm = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading {}", self.describe(name)))?;
+        Ok(cm.and_then(|c| c.data).and_then(|mut d| d.remove(KEY)))
+    }
+
+    /// Every pool's journal, by pool.
+    pub async fn journals(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let selector = format!("{LEASE_LABEL}={},{JOURNAL_LABEL}", self.lease);
+        let list = self
+            .api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .with_context(|| {
+                format!(
+                    "listing the rollout journals (ConfigMaps {selector}) in {}",
+                    self.namespace
+                )
+            })?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|c| {
+                let pool = c.metadata.labels.as_ref()?.get(JOURNAL_LABEL)?.clone();
+                Some((pool, c.data?.remove(KEY)?))
+            })
+            .collect())
+    }
+
+    /// Replace (or create) `name` with `body`, if this daemon still leads and no
+    /// newer leader has written it.
+    pub async fn write(&self, name: &str, pool: Option<&str>, body: String) -> anyhow::Result<()> {
+        let term = self.fence.check().map_err(anyhow::Error::msg)?;
+        let what = self.describe(name);
+        let current = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading {what} before writing it"))?;
+        if let Some(epoch) = current.as_ref().and_then(epoch_of)
+            && epoch > term.epoch
+        {
+            anyhow::bail!(
+                "{what} was written by a newer leader (epoch {epoch}, this daemon's is {}): not overwriting it",
+                term.epoch
+            );
+        }
+        let mut labels = BTreeMap::from([(LEASE_LABEL.to_string(), self.lease.clone())]);
+        if let Some(pool) = pool {
+            labels.insert(JOURNAL_LABEL.to_string(), pool.to_string());
+        }
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(labels),
+                annotations: Some(BTreeMap::from([
+                    (EPOCH.to_string(), term.epoch.to_string()),
+                    (WRITER.to_string(), term.identity.clone()),
+                ])),
+                resource_version: current
+                    .as_ref()
+                    .and_then(|c| c.metadata.resource_version.clone()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(KEY.to_string(), body)])),
+            ..ConfigMap::default()
+        };
+        let written = match current {
+            None => self.api.create(&PostParams::default(), &cm).await,
+            Some(_) => self.api.replace(name, &PostParams::default(), &cm).await,
+        };
+        written.map(|_| ()).map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => anyhow::anyhow!(
+                "{what} changed while this daemon was writing it (another writer?): {}",
+                s.message
+            ),
+            e => anyhow::anyhow!("writing {what}: {e}"),
+        })
+    }
+
+    /// Delete `name` (fenced like [`write`](Self::write)); already gone is fine.
+    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        let term = self.fence.check().map_err(anyhow::Error::msg)?;
+        let what = self.describe(name);
+        let Some(current) = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading {what} before deleting it"))?
+        else {
+            return Ok(());
+        };
+        if let Some(epoch) = epoch_of(&current)
+            && epoch > term.epoch
+        {
+            anyhow::bail!(
+                "{what} was written by a newer leader (epoch {epoch}, this daemon's is {}): not deleting it",
+                term.epoch
+            );
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: current.metadata.resource_version.clone(),
+                uid: current.metadata.uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(anyhow::anyhow!("deleting {what}: {e}")),
+        }
+    }
+}
+
+fn epoch_of(cm: &ConfigMap) -> Option<i32> {
+    cm.metadata.annotations.as_ref()?.get(EPOCH)?.parse().ok()
+}

@@ -1,0 +1,328 @@
+//! `poolwright run --ha kubernetes`: two daemons on one desired-state directory,
+//! each with its own state directory, against a real AWS API (moto) for the
+//! pool and a real kube-apiserver (kine) holding the Lease and the ConfigMaps.
+//! Only the lease holder acts; killing it mid-rollout (SIGKILL: no safe point,
+//! no release) hands the lease over once it expires, and the standby finishes
+//! the rollout from the journal in the cluster without repeating a step.
+
+#[path = "support/daemon.rs"]
+mod daemon_support;
+#[path = "support/kube.rs"]
+mod kube_support;
+#[path = "support/moto.rs"]
+mod moto;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use daemon_support::Daemon;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+use kube_support::ControlPlane;
+use serde_json::Value;
+
+const LEASE_SECS: u64 = 6;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn pool(version: u32) -> String {
+    format!(
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: aws\n  size: 4\n  template:\n    aws:\n      launchTemplate: {{name: web-lt, version: \"{version}\"}}\n  aws: {{groupName: web-asg, availabilityZones: [{}]}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: 3s, startupTimeout: 2m}}\n",
+        moto::ZONE
+    )
+}
+
+fn ha_args(cp: &ControlPlane, identity: &str) -> Vec<String> {
+    [
+        "--ha",
+        "kubernetes",
+        "--ha-kubeconfig",
+        cp.kubeconfig.to_str().unwrap(),
+        "--ha-namespace",
+        "default",
+        "--ha-identity",
+        identity,
+        "--ha-lease-duration",
+        &format!("{LEASE_SECS}s"),
+        "--ha-renew-deadline",
+        "4s",
+        "--ha-retry-period",
+        "1s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
+    let args = ha_args(cp, identity);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Daemon::start_in(root, &format!("state-{identity}"), &args, moto::ENV)
+}
+
+fn web_state(s: &Value) -> Option<String> {
+    s["pools"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == "web")
+        .and_then(|p| p["state"].as_str())
+        .map(str::to_string)
+}
+
+fn count(events: &[Value], event: &str) -> usize {
+    events.iter().filter(|e| e["event"] == event).count()
+}
+
+#[test]
+fn only_the_lease_holder_acts_and_a_killed_leader_hands_over_without_repeating_a_step() {
+    let cp = ControlPlane::start();
+    let moto_server = moto::moto();
+    let aws = moto::Aws::new(&moto_server.url);
+    aws.seed_launch_template("web-lt", 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    write(
+        root,
+        "config/provider.yaml",
+        &format!(
+            "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: aws}}\nspec:\n  type: aws\n  region: {}\n  endpointUrl: {}\n  pollInterval: 100ms\n",
+            moto::REGION,
+            moto_server.url
+        ),
+    );
+    write(root, "config/web.yaml", &pool(1));
+
+    // The first daemon takes the lease and creates the pool.
+    let a = start(root, &cp, "a");
+    a.wait_for("a to lead", Duration::from_secs(30), |s| {
+        s["daemon"]["ha"]["leader"] == true
+    });
+    let b = start(root, &cp, "b");
+    let s = b.wait_for(
+        "b to see a holding the lease",
+        Duration::from_secs(30),
+        |s| s["daemon"]["ha"]["holder"] == "a",
+    );
+    assert_eq!(s["daemon"]["ha"]["leader"], false, "{s:#}");
+    assert_eq!(s["daemon"]["ha"]["lease"], "default/poolwright", "{s:#}");
+    a.wait_for("a to create web", Duration::from_secs(90), |s| {
+        web_state(s).as_deref() == Some("in-sync")
+    });
+    let group = aws.group("web-asg").expect("a created web-asg");
+    assert_eq!(group.instances.len(), 4, "{group:?}");
+    let old: Vec<_> = aws.instance_templates(&group.instances);
+
+    // The standby plans and reports, and has done nothing.
+    let s = b.wait_for("b to observe web", Duration::from_secs(30), |s| {
+        web_state(s).is_some()
+    });
+    assert!(
+        b.events().is_empty(),
+        "the standby acted: {:#?}",
+        b.events()
+    );
+    let summary = daemon_support::http(&b.url, "GET", "/v1/status").1;
+    assert!(summary.contains("standby"), "{s:#}");
+
+    // A template change: a rolls; kill it (SIGKILL) after its first replacement.
+    write(root, "config/web.yaml", &pool(2));
+    let started = Instant::now();
+    while count(&a.events(), "terminate_requested") == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a did not start replacing nodes: {}",
+            a.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let a_events = {
+        let killed = a.events();
+        a.kill();
+        killed
+    };
+    let killed_at = Instant::now();
+    assert!(
+        count(&a_events, "terminate_requested") < 4,
+        "the rollout finished before the kill; nothing was handed over"
+    );
+
+    // b takes over once the lease expires, and finishes from the journal.
+    let s = b.wait_for(
+        "b to take the lease",
+        Duration::from_secs(LEASE_SECS + 10),
+        |s| s["daemon"]["ha"]["leader"] == true,
+    );
+    let handover = killed_at.elapsed();
+    eprintln!("handover after SIGKILL: {handover:?} (lease duration {LEASE_SECS}s)");
+    // Within the lease duration, plus the standby's two read periods (one to
+    // see the last renewal, one to find it expired) and scheduling slack.
+    assert!(
+        handover <= Duration::from_secs(LEASE_SECS + 3),
+        "handover took {handover:?}: {s:#}"
+    );
+    b.wait_for("b to finish the rollout", Duration::from_secs(120), |s| {
+        web_state(s).as_deref() == Some("in-sync")
+    });
+    let b_events = b.events();
+    assert!(
+        count(&b_events, "rollout_started") >= 1,
+        "b did not resume the rollout: {b_events:#?}"
+    );
+
+    // No step repeated: each old node terminated once, one launch per
+    // replacement, and moto saw exactly 4 + 4 instances in all.
+    let all: Vec<Value> = a_events.iter().chain(&b_events).cloned().collect();
+    let mut terminated: BTreeMap<String, usize> = BTreeMap::new();
+    for e in all.iter().filter(|e| e["event"] == "terminate_requested") {
+        *terminated
+            .entry(e["node"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(terminated.len(), 4, "{terminated:?}");
+    assert!(
+        terminated.values().all(|n| *n == 1),
+        "a node was terminated twice: {terminated:?}"
+    );
+    assert!(
+        terminated.keys().all(|id| group.instances.contains(id)),
+        "a node that was not outdated was terminated: {terminated:?}"
+    );
+    assert_eq!(count(&all, "node_create_requested"), 4, "{all:#?}");
+    let ever = aws.instances_tagged("poolwright.io/pool", "web");
+    assert_eq!(ever.len(), 8, "moto launched {ever:?}");
+    let group = aws.group("web-asg").unwrap();
+    assert_eq!(group.instances.len(), 4, "{group:?}");
+    let new = aws.instance_templates(&group.instances);
+    assert!(
+        new.iter()
+            .all(|t| t.is_some() && !old.contains(t) && *t == new[0]),
+        "not all on the new template: {new:?} (old {old:?})"
+    );
+
+    // The cluster: b holds the lease at epoch 1; the finished rollout's
+    // journal is gone; the inventory b acted on is there.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = cp.client().await;
+        let lease = Api::<Lease>::namespaced(client.clone(), "default")
+            .get("poolwright")
+            .await
+            .unwrap();
+        let spec = lease.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+        assert_eq!(spec.lease_transitions, Some(1));
+        let maps = Api::<ConfigMap>::namespaced(client, "default")
+            .list(&ListParams::default().labels("poolwright.io/lease=poolwright"))
+            .await
+            .unwrap();
+        let names: Vec<_> = maps
+            .items
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        assert_eq!(names, vec!["poolwright-inventory".to_string()], "{names:?}");
+        let inventory = maps.items[0].data.as_ref().unwrap()["state.json"].clone();
+        assert!(inventory.contains("\"web\""), "{inventory}");
+    });
+    drop(b);
+}
+
+/// The fence, in process against the real API server: a standby cannot write
+/// the journal, and a leader deposed behind its back (its local term not yet
+/// lapsed) cannot overwrite what its successor wrote.
+#[test]
+fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
+    use poolwright::clock::SystemClock;
+    use poolwright::cluster::lease::{Elector, LeaseSettings, Role};
+    use poolwright::cluster::store::ClusterStore;
+
+    /// The error of a write that must be refused.
+    async fn refusal(store: &ClusterStore, name: &str, body: &str) -> String {
+        let refused = store.write(name, Some("web"), body.into()).await;
+        format!("{:#}", refused.expect_err("the write was refused"))
+    }
+
+    let cp = ControlPlane::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = cp.client().await;
+        let settings = |id: &str| LeaseSettings {
+            namespace: "default".into(),
+            name: "fence".into(),
+            identity: id.into(),
+            duration: Duration::from_secs(60),
+            renew_deadline: Duration::from_secs(40),
+            retry_period: Duration::from_secs(1),
+        };
+        let mut a = Elector::new(client.clone(), settings("a"), Arc::new(SystemClock));
+        let mut b = Elector::new(client.clone(), settings("b"), Arc::new(SystemClock));
+        let store_a = ClusterStore::new(client.clone(), "default", "fence", a.fence.clone());
+        let store_b = ClusterStore::new(client.clone(), "default", "fence", b.fence.clone());
+        let name = store_a.journal_name("web");
+
+        assert!(matches!(a.round().await, Role::Leader { epoch: 0, .. }));
+        assert!(
+            matches!(b.round().await, Role::Standby { holder, .. } if holder == "a"),
+            "{:?}",
+            b.role()
+        );
+        store_a
+            .write(&name, Some("web"), "{\"by\": \"a\"}".into())
+            .await
+            .unwrap();
+        let refused = refusal(&store_b, &name, "{\"by\": \"b\"}").await;
+        assert!(
+            refused.contains("does not hold the leader lease"),
+            "{refused}"
+        );
+
+        // b takes over as if a had stopped renewing (a does not know yet).
+        let leases = Api::<Lease>::namespaced(client.clone(), "default");
+        let mut lease = leases.get("fence").await.unwrap();
+        let spec = lease.spec.as_mut().unwrap();
+        spec.holder_identity = Some("b".into());
+        spec.lease_transitions = Some(1);
+        leases
+            .replace("fence", &Default::default(), &lease)
+            .await
+            .unwrap();
+        assert!(matches!(b.round().await, Role::Leader { epoch: 1, .. }));
+        store_b
+            .write(&name, Some("web"), "{\"by\": \"b\"}".into())
+            .await
+            .unwrap();
+
+        // a still holds a term by its own clock, but the ConfigMap carries epoch 1.
+        assert!(a.fence.current().is_some());
+        let refused = refusal(&store_a, &name, "{\"by\": \"a, late\"}").await;
+        assert!(refused.contains("newer leader (epoch 1"), "{refused}");
+        assert!(store_a.delete(&name).await.is_err());
+        assert_eq!(
+            store_b.read(&name).await.unwrap().as_deref(),
+            Some("{\"by\": \"b\"}")
+        );
+        // Its next round tells a it follows b; its term is gone.
+        assert!(
+            matches!(a.round().await, Role::Standby { holder, .. } if holder == "b"),
+            "{:?}",
+            a.role()
+        );
+        assert!(a.fence.current().is_none());
+        // b gives the lease up: a takes it at once, at epoch 2.
+        b.release().await;
+        assert!(matches!(a.round().await, Role::Leader { epoch: 2, .. }));
+    });
+}
