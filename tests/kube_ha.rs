@@ -234,7 +234,38 @@ fn only_the_lease_holder_acts_and_a_killed_leader_hands_over_without_repeating_a
         let inventory = maps.items[0].data.as_ref().unwrap()["state.json"].clone();
         assert!(inventory.contains("\"web\""), "{inventory}");
     });
-    drop(b);
+
+    // A leader stopped with SIGTERM releases the lease: the next standby takes it
+    // at once instead of waiting the lease out.
+    let c = start(root, &cp, "c");
+    c.wait_for(
+        "c to see b holding the lease",
+        Duration::from_secs(30),
+        |s| s["daemon"]["ha"]["holder"] == "b",
+    );
+    let stopped_at = Instant::now();
+    let status = b.terminate();
+    assert!(status.success(), "b exited with {status}");
+    c.wait_for(
+        "c to take the released lease",
+        Duration::from_secs(LEASE_SECS),
+        |s| s["daemon"]["ha"]["leader"] == true,
+    );
+    let release_handover = stopped_at.elapsed();
+    eprintln!("handover after SIGTERM: {release_handover:?}");
+    assert!(
+        release_handover < Duration::from_secs(LEASE_SECS),
+        "took {release_handover:?}: the lease was not released"
+    );
+    // It knows web as poolwright's (the inventory in the cluster), not as foreign.
+    c.wait_for("c to find web in sync", Duration::from_secs(30), |s| {
+        web_state(s).as_deref() == Some("in-sync")
+    });
+    assert!(
+        c.events().is_empty(),
+        "nothing was left to do: {:#?}",
+        c.events()
+    );
 }
 
 /// The fence, in process against the real API server: a standby cannot write
