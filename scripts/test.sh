@@ -24,7 +24,7 @@ fi
 export POOLWRIGHT_MOTO_SERVER="$python -m moto.server"
 
 # The Kubernetes control plane (kine, kube-apiserver, kwok), built once from Go
-# modules and cached outside the checkout (about 19 minutes cold on 2 cores).
+# modules and cached outside the checkout (13 to 19 minutes cold on 2 cores).
 command -v go >/dev/null || { echo "scripts/test.sh: go is required to build the Kubernetes test components" >&2; exit 1; }
 echo "== Kubernetes test components (scripts/test-components.sh)"
 POOLWRIGHT_TEST_BIN=$(bash scripts/test-components.sh) \

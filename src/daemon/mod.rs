@@ -333,10 +333,13 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             }
         }
     }
-    // Only now, with nothing in flight, may a standby take over at once.
+    // Only with nothing in flight may a standby take over at once; otherwise
+    // the lease runs out first (the steps still running die with this process).
     if let Some(task) = elector_task {
         elector_stop.request();
-        if let Ok(mut elector) = task.await {
+        if let Ok(mut elector) = task.await
+            && reconciler.busy_pools() == 0
+        {
             elector.release().await;
         }
     }
