@@ -311,3 +311,59 @@ fn the_window_gate_says_when_it_closes_and_opens() {
         other => panic!("expected closed, got {other:?}"),
     }
 }
+
+/// cronexpr, stepping by itself through the fold of a half-hour DST change
+/// (Australia/Lord_Howe, 2026-04-05 02:00 -> 01:30), never returns; windows
+/// are evaluated on local wall-clock time so it never has to.
+#[test]
+fn cron_windows_move_on_through_every_dst_change_including_half_hour_ones() {
+    let lord_howe = cron("30 2 * * 0,6", 60, "Australia/Lord_Howe");
+    // Saturday 02:30 (+11:00), then Sunday 02:30, after the fold (+10:30).
+    assert_eq!(
+        next_window_start(&[&lord_howe], ts("2026-04-03T15:30:00Z")),
+        Some(ts("2026-04-04T16:00:00Z"))
+    );
+    assert_eq!(
+        current_window_end(&[&lord_howe], ts("2026-04-04T16:10:00Z")),
+        Some(ts("2026-04-04T17:00:00Z"))
+    );
+    // Every opening over ten days around each change, in every zone: strictly
+    // later each time, and open right then.
+    for tz in [
+        "UTC",
+        "Europe/Berlin",
+        "America/New_York",
+        "Asia/Kolkata",
+        "Australia/Lord_Howe",
+    ] {
+        for expr in [
+            "30 2 * * 0,6",
+            "*/20 1-3 * * *",
+            "15 1 1-7 * *",
+            "*/5 1-2 * * *",
+        ] {
+            let w = cron(expr, 30, tz);
+            for from in [
+                "2026-03-27T18:00:00Z",
+                "2026-10-01T00:00:00Z",
+                "2026-10-23T18:00:00Z",
+                "2026-03-30T00:00:00Z",
+            ] {
+                let mut t = ts(from);
+                let end = ts(from)
+                    .checked_add(jiff::SignedDuration::from_hours(240))
+                    .unwrap();
+                while t < end {
+                    let next = next_window_start(&[&w], t)
+                        .unwrap_or_else(|| panic!("{tz} {expr}: no opening after {t}"));
+                    assert!(next > t, "{tz} {expr}: {next} is not after {t}");
+                    assert!(
+                        current_window_end(&[&w], next).is_some(),
+                        "{tz} {expr}: not open at its opening {next}"
+                    );
+                    t = next;
+                }
+            }
+        }
+    }
+}

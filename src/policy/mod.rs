@@ -7,8 +7,9 @@
 //! a DST change is still 4 real hours). A local start time that does not exist
 //! (spring forward) is moved forward by the length of the gap (02:30 opens at
 //! 03:30), as cron and systemd timers do; one that exists twice (fall back)
-//! opens at the first of them. A cron window opens at each time its expression
-//! matches in its time zone (cronexpr, on jiff) and stays open for `duration`.
+//! opens at the first of them. A cron window opens at each local time its
+//! expression matches in its time zone (cronexpr, on jiff), by the same rule
+//! for local times that do not exist or exist twice, and stays open for `duration`.
 //! `Block` with `until` is a freeze that ends at that instant.
 
 use jiff::civil::Date;
@@ -77,6 +78,68 @@ pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, String> {
     })
 }
 
+/// A cron window's schedule. The expression is matched against local wall-clock
+/// time: it is parsed in UTC and asked about civil times, and each matching local
+/// time becomes an instant by the weekly windows' rule (moved forward over a
+/// gap, the first of two in a fold). cronexpr's own stepping in a zone with DST
+/// can loop forever in the fold of a half-hour shift (Australia/Lord_Howe), so it
+/// never sees one.
+struct CronWindow {
+    tab: cronexpr::Crontab,
+    tz: TimeZone,
+}
+
+/// More than any DST change moves a local time: openings are looked for this
+/// far on either side, because near a change the order of local times and the
+/// order of instants differ (02:30 in a gap opens at 03:30, after 03:10).
+const SHIFT: SignedDuration = SignedDuration::from_hours(3);
+
+impl CronWindow {
+    fn of(w: &Window) -> Option<CronWindow> {
+        let expr = w.cron.as_ref()?;
+        Some(CronWindow {
+            tab: parse_cron(expr.as_str(), "UTC").ok()?,
+            tz: tz_of(w),
+        })
+    }
+
+    /// Openings in local-time order from the local time of `start` on.
+    fn openings_from(&self, start: Timestamp) -> impl Iterator<Item = Timestamp> + '_ {
+        let mut civil = start.to_zoned(self.tz.clone()).datetime();
+        std::iter::from_fn(move || {
+            let probe = civil.to_zoned(TimeZone::UTC).ok()?.timestamp();
+            // In UTC, find_next always moves on (no DST to step through).
+            let matched = self.tab.find_next(probe).ok()?.datetime();
+            civil = matched;
+            let at = self.tz.to_ambiguous_zoned(matched).compatible().ok()?;
+            Some(at.timestamp())
+        })
+    }
+
+    /// The first opening strictly after `after`.
+    fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let mut later = self
+            .openings_from(after.checked_sub(SHIFT).ok()?)
+            .filter(|at| *at > after);
+        let first = later.next()?;
+        let horizon = first.checked_add(SHIFT).ok()?;
+        Some(
+            later
+                .take_while(|at| *at <= horizon)
+                .fold(first, Timestamp::min),
+        )
+    }
+
+    /// The latest opening in `(since, now]`.
+    fn latest_in(&self, since: Timestamp, now: Timestamp) -> Option<Timestamp> {
+        let horizon = now.checked_add(SHIFT).ok()?;
+        self.openings_from(since.checked_sub(SHIFT).ok()?)
+            .take_while(|at| *at <= horizon)
+            .filter(|at| since < *at && *at <= now)
+            .max()
+    }
+}
+
 /// Starts of weekly window `w`'s occurrences on local dates `from..=to`.
 fn starts(w: &Window, tz: &TimeZone, from: Date, to: Date) -> impl Iterator<Item = Timestamp> {
     let days: Vec<jiff::civil::Weekday> = w.days.iter().map(|d| d.to_jiff()).collect();
@@ -103,17 +166,11 @@ pub fn current_window_end(windows: &[&Window], now: Timestamp) -> Option<Timesta
         .iter()
         .filter_map(|w| {
             let len = duration_of(w);
-            if let Some(cron) = &w.cron {
-                // Only openings within the last `duration` can contain now.
-                let tab = parse_cron(cron.as_str(), w.timezone.as_str()).ok()?;
-                let since = now.checked_sub(len).ok()?;
-                return tab
-                    .iter_after(since)
-                    .ok()?
-                    .map_while(Result::ok)
-                    .map(|z| z.timestamp())
-                    .take_while(|s| *s <= now)
-                    .last()
+            if let Some(cron) = CronWindow::of(w) {
+                // Only openings within the last `duration` can contain now; the
+                // latest of them ends last (they all last as long).
+                return cron
+                    .latest_in(now.checked_sub(len).ok()?, now)
                     .and_then(|s| s.checked_add(len).ok())
                     .filter(|e| now < *e);
             }
@@ -136,10 +193,9 @@ pub fn next_window_start(windows: &[&Window], now: Timestamp) -> Option<Timestam
     windows
         .iter()
         .filter_map(|w| {
-            if let Some(cron) = &w.cron {
+            if let Some(cron) = CronWindow::of(w) {
                 // A cron window may next open far ahead (a leap day): ask the cron.
-                let tab = parse_cron(cron.as_str(), w.timezone.as_str()).ok()?;
-                return tab.find_next(now).ok().map(|z| z.timestamp());
+                return cron.next_after(now);
             }
             let tz = tz_of(w);
             let today = now.to_zoned(tz.clone()).date();
