@@ -13,6 +13,11 @@ KUBERNETES_VERSION=v1.36.3
 KWOK_VERSION=v0.8.0
 STAGING_VERSION="v0${KUBERNETES_VERSION#v1}"
 
+# POOLWRIGHT_TEST_BIN may already name a built directory (what this script prints).
+if [ -n "${POOLWRIGHT_TEST_BIN:-}" ] && [ -x "$POOLWRIGHT_TEST_BIN/kube-apiserver" ] && [ -f "$POOLWRIGHT_TEST_BIN/kwok-stages.yaml" ]; then
+  echo "$POOLWRIGHT_TEST_BIN"
+  exit 0
+fi
 cache=${POOLWRIGHT_TEST_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/poolwright/test-bin}
 bin="$cache/kine-$KINE_VERSION.k8s-$KUBERNETES_VERSION.kwok-$KWOK_VERSION"
 mkdir -p "$bin"
