@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use poolwright::clock::SystemClock;
+use poolwright::model::OpKey;
 use poolwright::model::PoolSpec;
 use poolwright::provider::Provider;
 use poolwright::provider::aws::Aws;
@@ -45,7 +46,10 @@ fn main() {
         provider.bind_pools(&specs);
         rt.block_on(async {
             for s in &specs[created..] {
-                provider.create_pool(s).await.unwrap();
+                provider
+                    .create_pool(s, &OpKey::derive(&["test"]))
+                    .await
+                    .unwrap();
             }
         });
         created = n;

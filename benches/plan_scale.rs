@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::OpKey;
 use poolwright::model::PoolSpec;
 use poolwright::plan::{self, PlanOptions};
 use poolwright::provider::Provider;
@@ -80,7 +81,8 @@ fn main() {
         spec.template.image = Some("img-1".into());
         spec.size = nodes as u32;
         spec.in_place.labels.insert("tier".into(), "core".into());
-        rt.block_on(sim.create_pool(&spec)).unwrap();
+        rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["test"])))
+            .unwrap();
         inventory.pools.insert(
             spec.name.clone(),
             InventoryEntry {

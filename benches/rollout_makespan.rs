@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::OpKey;
 use poolwright::model::{NodeTemplate, PoolSpec};
 use poolwright::provider::Provider;
 use poolwright::provider::sim::Sim;
@@ -59,7 +60,8 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         in_place: Default::default(),
         placement: Default::default(),
     };
-    rt.block_on(sim.create_pool(&spec)).unwrap();
+    rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["test"])))
+        .unwrap();
     clock.advance(SignedDuration::from_secs(3600));
     let settings = Settings {
         size: nodes,

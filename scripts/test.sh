@@ -23,6 +23,18 @@ if ! "$python" -c "import moto, flask, flask_cors; assert moto.__version__ == '$
 fi
 export POOLWRIGHT_MOTO_SERVER="$python -m moto.server"
 
+# The reference plug-in (examples/plugins/ec2-instances) runs on boto3, pinned.
+plugin_dir=examples/plugins/ec2-instances
+if ! "$python" -c "import boto3, botocore; assert (boto3.__version__, botocore.__version__) == ('1.43.11', '1.43.11')" 2>/dev/null; then
+  echo "== installing the reference plug-in's requirements (pip)"
+  "$python" -m pip install --quiet --disable-pip-version-check -r "$plugin_dir/requirements.txt" \
+    || { echo "scripts/test.sh: pip could not install $plugin_dir/requirements.txt" >&2; exit 1; }
+fi
+export POOLWRIGHT_PYTHON="$python"
+echo "== the reference plug-in's own tests (python unittest, against moto)"
+(cd "$plugin_dir" && "$python" -m unittest -q test_plugin) \
+  || { echo "scripts/test.sh: the reference plug-in's tests failed" >&2; exit 1; }
+
 # The Kubernetes control plane (kine, kube-apiserver, kwok), built once from Go
 # modules and cached outside the checkout (13 to 19 minutes cold on 2 cores).
 command -v go >/dev/null || { echo "scripts/test.sh: go is required to build the Kubernetes test components" >&2; exit 1; }

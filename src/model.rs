@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -32,6 +33,20 @@ impl Serialize for TemplateHash {
     }
 }
 
+/// On the wire: 16 lower-case hex digits.
+impl JsonSchema for TemplateHash {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TemplateHash".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "Identifies the disruptive part of a node template: 16 lower-case hex digits. poolwright computes it; a plug-in stores it and stamps every node launched (or reimaged) on that template with it.",
+            "pattern": "^[0-9a-f]{16}$"
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for TemplateHash {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
@@ -41,8 +56,56 @@ impl<'de> Deserialize<'de> for TemplateHash {
     }
 }
 
+/// Names one intended change to a backend. A call repeated with the same key
+/// (a retry after a lost answer or a timeout, a resume after a crash) must act
+/// once: the HTTP plug-in provider sends it as `Idempotency-Key`. Backends
+/// without idempotency keys ignore it; their calls are absolute, or checked
+/// against a fresh describe before a failure counts. Keys are derived from
+/// what the journal records of the intent, so the same intent always yields
+/// the same key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OpKey(String);
+
+impl OpKey {
+    /// A UUID (RFC 9562 version 8, from SHA-256 of the parts), so a plug-in
+    /// can pass it on to platforms whose idempotency tokens must be UUIDs
+    /// (Yandex Cloud's Idempotency-Key, Google Cloud's requestId).
+    pub fn derive(parts: &[&str]) -> OpKey {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p.as_bytes());
+        }
+        let digest = h.finalize();
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&digest[..16]);
+        b[6] = (b[6] & 0x0f) | 0x80; // version 8
+        b[8] = (b[8] & 0x3f) | 0x80; // the RFC 9562 variant
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        OpKey(format!(
+            "{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OpKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The part of a node template that needs a node replaced (or reimaged) to change.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +134,7 @@ impl NodeTemplate {
 }
 
 /// Attributes applied to running nodes without replacing them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InPlace {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -85,7 +148,7 @@ pub struct InPlace {
 }
 
 /// Autoscaler bounds of a pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Bounds {
     pub min: u32,
     pub max: u32,
@@ -98,7 +161,7 @@ impl Bounds {
 }
 
 /// Provider-specific settings of a pool that are not part of its template.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolPlacement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,10 +173,13 @@ pub struct PoolPlacement {
 }
 
 /// What poolwright wants one provider pool to be.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolSpec {
+    /// The pool's name: an RFC 1123 label.
     pub name: String,
+    /// Nodes at creation.
+    #[schemars(range(max = 100000))]
     pub size: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<Bounds>,
@@ -203,6 +269,18 @@ pub struct Node {
     /// Unschedulable (cordoned) in Kubernetes, or marked so by the provider.
     #[serde(default)]
     pub cordoned: bool,
+    /// The Kubernetes `spec.providerID` the provider gives the node, when it
+    /// says: a pool with a cluster matches its Node objects by it exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+}
+
+impl Node {
+    /// How the node is found among Kubernetes Nodes (and named to a drainer):
+    /// its provider id when the provider gives one, else its id.
+    pub fn cluster_key(&self) -> &str {
+        self.provider_id.as_deref().unwrap_or(&self.id)
+    }
 }
 
 /// One pool as a provider reports it.
@@ -237,6 +315,19 @@ impl ObservedPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn op_keys_are_stable_version_8_uuids() {
+        let k = OpKey::derive(&["web", "terminate", "i-1"]);
+        assert_eq!(k, OpKey::derive(&["web", "terminate", "i-1"]));
+        assert_ne!(k, OpKey::derive(&["web", "terminate", "i-2"]));
+        // Parts are length-prefixed: no two splits of the same text collide.
+        assert_ne!(OpKey::derive(&["ab", "c"]), OpKey::derive(&["a", "bc"]));
+        let s = k.as_str();
+        assert_eq!(s.len(), 36);
+        assert_eq!(&s[14..15], "8", "{s}");
+        assert!(matches!(&s[19..20], "8" | "9" | "a" | "b"), "{s}");
+    }
 
     #[test]
     fn template_hash_is_stable_and_sensitive() {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use fault_proxy::{FaultProxy, Faults};
 use moto::{Aws, MotoGuard, moto};
 use poolwright::clock::SystemClock;
+use poolwright::model::OpKey;
 use poolwright::model::PoolSpec;
 use poolwright::provider::Provider;
 use poolwright::provider::aws::Aws as AwsProvider;
@@ -409,7 +410,10 @@ fn a_resync_of_120_pools_takes_a_handful_of_calls() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         for s in &specs {
-            provider.create_pool(s).await.unwrap();
+            provider
+                .create_pool(s, &OpKey::derive(&["test"]))
+                .await
+                .unwrap();
         }
         provider.calls().reset();
         let pools = provider.describe_pools(&names).await.unwrap();

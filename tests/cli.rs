@@ -106,6 +106,40 @@ fn schema_prints_the_checked_in_schema() {
     );
 }
 
+/// The published plug-in contract is generated from the Rust request and
+/// answer types: the checked-in file cannot drift from what poolwright sends.
+#[test]
+fn the_checked_in_plugin_contract_is_what_the_code_speaks() {
+    let out = poolwright(&["plugin", "openapi"]);
+    assert_eq!(out.status.code(), Some(0));
+    let file = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/provider-plugin.openapi.yaml"),
+    )
+    .unwrap();
+    assert!(
+        out.stdout == file,
+        "schemas/provider-plugin.openapi.yaml is stale: run `cargo run -- plugin openapi > schemas/provider-plugin.openapi.yaml`"
+    );
+    let doc: serde_json::Value = serde_saphyr::from_slice(&file).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in [
+        "/v1/capabilities",
+        "/v1/describe",
+        "/v1/pools",
+        "/v1/pools/{pool}",
+        "/v1/pools/{pool}/adopt",
+        "/v1/pools/{pool}/size",
+        "/v1/pools/{pool}/template",
+        "/v1/pools/{pool}/bounds",
+        "/v1/pools/{pool}/attributes",
+        "/v1/pools/{pool}/nodes",
+        "/v1/pools/{pool}/nodes/{node}/terminate",
+        "/v1/pools/{pool}/nodes/{node}/reimage",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is in the contract");
+    }
+}
+
 #[test]
 fn completions_are_generated_for_common_shells() {
     for shell in ["bash", "zsh", "fish"] {

@@ -4,6 +4,7 @@ mod common;
 
 use common::{PROVIDER, World, block_on, pool};
 use poolwright::clock::Clock;
+use poolwright::model::OpKey;
 use poolwright::provider::Provider;
 use poolwright::provider::sim::Sim;
 use poolwright::spec::types::SimProvider;
@@ -133,10 +134,13 @@ fn protected_and_foreign_pools_are_left_alone() {
     )
     .unwrap();
     let spec = poolwright::model::PoolSpec::from_doc(&config.pools["web"].doc);
-    block_on(sim.create_pool(&poolwright::model::PoolSpec {
-        name: "legacy".into(),
-        ..spec
-    }))
+    block_on(sim.create_pool(
+        &poolwright::model::PoolSpec {
+            name: "legacy".into(),
+            ..spec
+        },
+        &OpKey::derive(&["test"]),
+    ))
     .unwrap();
     w.write("legacy.yaml", &pool("legacy", 3, "img-1", ""));
     w.remove("web.yaml");
@@ -155,7 +159,7 @@ fn drift_is_reported_and_reverted() {
         w.clock.clone() as std::sync::Arc<dyn Clock>,
     )
     .unwrap();
-    block_on(sim.set_size("web", 5)).unwrap();
+    block_on(sim.set_size("web", 5, &OpKey::derive(&["test"]))).unwrap();
     insta::assert_snapshot!(w.text(&w.plan()));
 }
 
@@ -170,7 +174,7 @@ fn ignored_drift_is_reported_and_left() {
         w.clock.clone() as std::sync::Arc<dyn Clock>,
     )
     .unwrap();
-    block_on(sim.set_size("web", 5)).unwrap();
+    block_on(sim.set_size("web", 5, &OpKey::derive(&["test"]))).unwrap();
     insta::assert_snapshot!(w.text(&w.plan()));
 }
 

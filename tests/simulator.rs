@@ -7,6 +7,7 @@ use std::sync::Arc;
 use common::block_on;
 use jiff::SignedDuration;
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::OpKey;
 use poolwright::model::{NodeState, NodeTemplate, PoolSpec};
 use poolwright::provider::sim::Sim;
 use poolwright::provider::{ErrorKind, Provider};
@@ -50,7 +51,7 @@ fn states(sim: &Sim, pool: &str) -> Vec<NodeState> {
 fn nodes_boot_then_become_healthy_on_the_clock() {
     let c = clock();
     let sim = Sim::open("sim", &settings(|_| {}), None, c.clone() as Arc<dyn Clock>).unwrap();
-    block_on(sim.create_pool(&spec("web", 3))).unwrap();
+    block_on(sim.create_pool(&spec("web", 3), &OpKey::derive(&["test"]))).unwrap();
     assert_eq!(states(&sim, "web"), [NodeState::Pending; 3]);
     c.advance(SignedDuration::from_secs(39));
     assert_eq!(states(&sim, "web"), [NodeState::Pending; 3]);
@@ -63,7 +64,7 @@ fn speed_divides_every_latency() {
     let c = clock();
     let s = settings(|s| s.speed = Some(poolwright::spec::At::bare(10.0)));
     let sim = Sim::open("sim", &s, None, c.clone() as Arc<dyn Clock>).unwrap();
-    block_on(sim.create_pool(&spec("web", 1))).unwrap();
+    block_on(sim.create_pool(&spec("web", 1), &OpKey::derive(&["test"]))).unwrap();
     c.advance(SignedDuration::from_secs(4));
     assert_eq!(states(&sim, "web"), [NodeState::Healthy]);
 }
@@ -73,7 +74,7 @@ fn never_healthy_nodes_stay_unhealthy_after_booting() {
     let c = clock();
     let s = settings(|s| s.failures.never_healthy = 1.0);
     let sim = Sim::open("sim", &s, None, c.clone() as Arc<dyn Clock>).unwrap();
-    block_on(sim.create_pool(&spec("web", 2))).unwrap();
+    block_on(sim.create_pool(&spec("web", 2), &OpKey::derive(&["test"]))).unwrap();
     c.advance(SignedDuration::from_secs(3600));
     assert_eq!(states(&sim, "web"), [NodeState::Unhealthy; 2]);
 }
@@ -88,15 +89,15 @@ fn quota_refuses_launches_atomically() {
         c as Arc<dyn Clock>,
     )
     .unwrap();
-    block_on(sim.create_pool(&spec("web", 3))).unwrap();
-    let err = block_on(sim.create_nodes("web", 2)).unwrap_err();
+    block_on(sim.create_pool(&spec("web", 3), &OpKey::derive(&["test"]))).unwrap();
+    let err = block_on(sim.create_nodes("web", 2, 5, &OpKey::derive(&["test"]))).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Quota);
     assert_eq!(
         err.to_string(),
         "CreateNodes(web, 2) failed: quota or capacity refused: InsufficientCapacity: 2 more node(s) would exceed the quota of 4 (3 in use)"
     );
     assert_eq!(states(&sim, "web").len(), 3);
-    block_on(sim.create_nodes("web", 1)).unwrap();
+    block_on(sim.create_nodes("web", 1, 4, &OpKey::derive(&["test"]))).unwrap();
     assert_eq!(states(&sim, "web").len(), 4);
 }
 
@@ -134,7 +135,7 @@ fn the_seed_decides_every_latency() {
             ..SimProvider::default()
         };
         let sim = Sim::open("sim", &s, None, c.clone() as Arc<dyn Clock>).unwrap();
-        block_on(sim.create_pool(&spec("web", 5))).unwrap();
+        block_on(sim.create_pool(&spec("web", 5), &OpKey::derive(&["test"]))).unwrap();
         (0..240)
             .map(|_| {
                 c.advance(SignedDuration::from_secs(1));
@@ -160,7 +161,7 @@ fn the_fleet_persists_and_a_corrupt_state_is_an_error() {
         c.clone() as Arc<dyn Clock>,
     )
     .unwrap();
-    block_on(sim.create_pool(&spec("web", 2))).unwrap();
+    block_on(sim.create_pool(&spec("web", 2), &OpKey::derive(&["test"]))).unwrap();
     let again = Sim::open(
         "sim",
         &settings(|_| {}),
@@ -185,7 +186,7 @@ fn the_fleet_persists_and_a_corrupt_state_is_an_error() {
 fn terminating_with_decrement_shrinks_and_without_replaces() {
     let c = clock();
     let sim = Sim::open("sim", &settings(|_| {}), None, c.clone() as Arc<dyn Clock>).unwrap();
-    block_on(sim.create_pool(&spec("web", 3))).unwrap();
+    block_on(sim.create_pool(&spec("web", 3), &OpKey::derive(&["test"]))).unwrap();
     let ids = |sim: &Sim| {
         block_on(sim.describe_pools(&["web".into()])).unwrap()[0]
             .nodes
@@ -194,19 +195,20 @@ fn terminating_with_decrement_shrinks_and_without_replaces() {
             .collect::<Vec<_>>()
     };
     let first = ids(&sim)[0].0.clone();
-    block_on(sim.terminate_node("web", &first, false)).unwrap();
+    block_on(sim.terminate_node("web", &first, false, &OpKey::derive(&["test"]))).unwrap();
     let after = ids(&sim);
     assert_eq!(after.len(), 4, "terminating plus a replacement: {after:?}");
     assert_eq!(after[0].1, NodeState::Terminating);
     c.advance(SignedDuration::from_secs(60));
     let second = ids(&sim)[0].0.clone();
-    block_on(sim.terminate_node("web", &second, true)).unwrap();
+    block_on(sim.terminate_node("web", &second, true, &OpKey::derive(&["test"]))).unwrap();
     c.advance(SignedDuration::from_secs(60));
     assert_eq!(
         block_on(sim.describe_pools(&["web".into()])).unwrap()[0].size,
         2
     );
-    let err = block_on(sim.terminate_node("web", &first, true)).unwrap_err();
+    let err =
+        block_on(sim.terminate_node("web", &first, true, &OpKey::derive(&["test"]))).unwrap_err();
     assert_eq!(
         err.kind,
         ErrorKind::NotFound,

@@ -1,5 +1,6 @@
-//! The shipped unit file passes `systemd-analyze verify` and keeps its
-//! `systemd-analyze security` exposure at or below 2.0 (the README reports it).
+//! The shipped unit files (poolwright's, and the reference plug-in's) pass
+//! `systemd-analyze verify` and keep their `systemd-analyze security` exposure
+//! at or below 2.0 (the READMEs report it).
 //! systemd-analyze is part of the machine's systemd package; if it is missing
 //! the test fails and says so (set POOLWRIGHT_SKIP_SYSTEMD=1 to skip locally).
 
@@ -67,13 +68,62 @@ fn the_unit_verifies() {
     }
 }
 
+/// The reference plug-in's unit, with ExecStart pointing at this machine's
+/// python and the plug-in in the checkout.
+fn plugin_unit() -> tempfile::TempDir {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/plugins/ec2-instances/poolwright-ec2-instances.service"
+    ))
+    .unwrap();
+    let python = std::env::var("POOLWRIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let which = Command::new("sh")
+        .args(["-c", &format!("command -v {python}")])
+        .output()
+        .unwrap();
+    let python = String::from_utf8_lossy(&which.stdout).trim().to_string();
+    assert!(!python.is_empty(), "python3 is not on PATH");
+    let text = text
+        .replace("/opt/poolwright-ec2-instances/venv/bin/python3", &python)
+        .replace(
+            "/opt/poolwright-ec2-instances/plugin.py",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/plugins/ec2-instances/plugin.py"
+            ),
+        );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("poolwright-ec2-instances.service"), text).unwrap();
+    dir
+}
+
+#[test]
+fn the_plugin_unit_verifies_and_its_exposure_is_at_most_2() {
+    if skipped() {
+        return;
+    }
+    let dir = plugin_unit();
+    let path = dir.path().join("poolwright-ec2-instances.service");
+    let out = analyze(&["verify", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_exposure(&path);
+}
+
 #[test]
 fn the_units_exposure_is_at_most_2() {
     if skipped() {
         return;
     }
     let dir = unit();
-    let path = dir.path().join("poolwright.service");
+    assert_exposure(&dir.path().join("poolwright.service"));
+}
+
+fn assert_exposure(path: &std::path::Path) {
     let out = analyze(&[
         "security",
         "--offline=true",

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod plugin_cmd;
 mod rollout_cmd;
 mod saved;
 mod status_cmd;
@@ -176,6 +177,9 @@ pub enum Command {
         #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
         state_dir: PathBuf,
     },
+    /// Provider plug-ins: check one against the contract, or print the contract
+    #[command(subcommand)]
+    Plugin(plugin_cmd::PluginCommand),
     /// Print the JSON Schema (draft-07) of the desired-state documents
     Schema,
     /// Print a shell completion script
@@ -308,6 +312,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             pool,
             state_dir,
         } => rollout_cmd::rollout(action, &pool, &state_dir),
+        Command::Plugin(cmd) => plugin_cmd::plugin(cmd),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
             Ok(exit::OK)

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, PostParams};
 use super::Cluster;
 use super::nodes::{NodeView, overlay};
 use crate::model::{Bounds, InPlace, NodeState, NodeTemplate, ObservedPool, PoolSpec};
-use crate::provider::{Capabilities, ErrorKind, Provider, ProviderError, Result};
+use crate::provider::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::spec::Config;
 use crate::spec::types::ProviderSpec;
 
@@ -174,47 +174,61 @@ impl Provider for Attached {
         Ok(pools)
     }
 
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
-        self.inner.create_pool(spec).await
+    async fn create_pool(&self, spec: &PoolSpec, key: &OpKey) -> Result<()> {
+        self.inner.create_pool(spec, key).await
     }
 
-    async fn delete_pool(&self, pool: &str) -> Result<()> {
-        self.inner.delete_pool(pool).await
+    async fn delete_pool(&self, pool: &str, key: &OpKey) -> Result<()> {
+        self.inner.delete_pool(pool, key).await
     }
 
-    async fn adopt_pool(&self, pool: &str) -> Result<()> {
-        self.inner.adopt_pool(pool).await
+    async fn adopt_pool(&self, pool: &str, key: &OpKey) -> Result<()> {
+        self.inner.adopt_pool(pool, key).await
     }
 
-    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
-        self.inner.set_size(pool, size).await
+    async fn set_size(&self, pool: &str, size: u32, key: &OpKey) -> Result<()> {
+        self.inner.set_size(pool, size, key).await
     }
 
-    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
-        self.inner.set_template(pool, template).await
+    async fn set_template(&self, pool: &str, template: &NodeTemplate, key: &OpKey) -> Result<()> {
+        self.inner.set_template(pool, template, key).await
     }
 
-    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
-        self.inner.create_nodes(pool, count).await
+    async fn create_nodes(
+        &self,
+        pool: &str,
+        count: u32,
+        size: u32,
+        key: &OpKey,
+    ) -> Result<Vec<String>> {
+        self.inner.create_nodes(pool, count, size, key).await
     }
 
-    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
-        self.inner.terminate_node(pool, node, decrement).await?;
+    async fn terminate_node(
+        &self,
+        pool: &str,
+        node: &str,
+        decrement: bool,
+        key: &OpKey,
+    ) -> Result<()> {
+        self.inner
+            .terminate_node(pool, node, decrement, key)
+            .await?;
         if self.register {
             self.deregister(node).await?;
         }
         Ok(())
     }
 
-    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
-        self.inner.update_in_place(pool, attrs).await
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace, key: &OpKey) -> Result<()> {
+        self.inner.update_in_place(pool, attrs, key).await
     }
 
-    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
-        self.inner.set_bounds(pool, bounds).await
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>, key: &OpKey) -> Result<()> {
+        self.inner.set_bounds(pool, bounds, key).await
     }
 
-    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
-        self.inner.reimage_node(pool, node).await
+    async fn reimage_node(&self, pool: &str, node: &str, key: &OpKey) -> Result<()> {
+        self.inner.reimage_node(pool, node, key).await
     }
 }

@@ -76,11 +76,20 @@ impl Cluster {
             .list(&params)
             .await
             .map_err(|e| format!("list nodes in cluster {}: {e}", self.name))?;
-        Ok(list
-            .items
-            .iter()
-            .filter_map(|n| Some((matcher.key_of(n)?, view(n))))
-            .collect())
+        let mut out = HashMap::new();
+        for n in &list.items {
+            let Some(key) = matcher.key_of(n) else {
+                continue;
+            };
+            // A provider that names the providerID finds its Node by it exactly.
+            if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+                && pid != key
+            {
+                out.insert(pid.to_string(), view(n));
+            }
+            out.insert(key, view(n));
+        }
+        Ok(out)
     }
 
     /// The Node of a provider node, if it has registered.
@@ -118,7 +127,7 @@ pub fn overlay(pool: &mut ObservedPool, nodes: &HashMap<String, NodeView>) {
         if n.state == NodeState::Terminating {
             continue;
         }
-        let Some(k) = nodes.get(&n.id) else {
+        let Some(k) = nodes.get(n.cluster_key()).or_else(|| nodes.get(&n.id)) else {
             if n.state == NodeState::Healthy {
                 n.state = NodeState::Pending;
                 n.healthy_since = None;
@@ -152,6 +161,7 @@ mod tests {
             launched_at: Timestamp::UNIX_EPOCH,
             healthy_since: Some(Timestamp::from_second(10).unwrap()),
             cordoned: false,
+            provider_id: None,
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{Capabilities, ErrorKind, Provider, Result};
+use super::{Capabilities, ErrorKind, OpKey, Provider, Result};
 use crate::model::{Bounds, InPlace, NodeTemplate, ObservedPool, PoolSpec};
 
 /// Told about every provider call once it returns.
@@ -60,51 +60,70 @@ impl Provider for Instrumented {
         self.timed("describe_pools", self.inner.describe_pools(names))
             .await
     }
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
-        self.timed("create_pool", self.inner.create_pool(spec))
+    async fn create_pool(&self, spec: &PoolSpec, key: &OpKey) -> Result<()> {
+        self.timed("create_pool", self.inner.create_pool(spec, key))
             .await
     }
-    async fn delete_pool(&self, pool: &str) -> Result<()> {
-        self.timed("delete_pool", self.inner.delete_pool(pool))
+    async fn delete_pool(&self, pool: &str, key: &OpKey) -> Result<()> {
+        self.timed("delete_pool", self.inner.delete_pool(pool, key))
             .await
     }
-    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
-        self.timed("set_size", self.inner.set_size(pool, size))
+    async fn set_size(&self, pool: &str, size: u32, key: &OpKey) -> Result<()> {
+        self.timed("set_size", self.inner.set_size(pool, size, key))
             .await
     }
-    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
-        self.timed("set_template", self.inner.set_template(pool, template))
+    async fn set_template(&self, pool: &str, template: &NodeTemplate, key: &OpKey) -> Result<()> {
+        self.timed("set_template", self.inner.set_template(pool, template, key))
             .await
     }
-    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
-        self.timed("create_nodes", self.inner.create_nodes(pool, count))
-            .await
-    }
-    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+    async fn create_nodes(
+        &self,
+        pool: &str,
+        count: u32,
+        size: u32,
+        key: &OpKey,
+    ) -> Result<Vec<String>> {
         self.timed(
-            "terminate_node",
-            self.inner.terminate_node(pool, node, decrement),
+            "create_nodes",
+            self.inner.create_nodes(pool, count, size, key),
         )
         .await
     }
-    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
-        self.timed("update_in_place", self.inner.update_in_place(pool, attrs))
-            .await
+    async fn terminate_node(
+        &self,
+        pool: &str,
+        node: &str,
+        decrement: bool,
+        key: &OpKey,
+    ) -> Result<()> {
+        self.timed(
+            "terminate_node",
+            self.inner.terminate_node(pool, node, decrement, key),
+        )
+        .await
     }
-    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
-        self.timed("set_bounds", self.inner.set_bounds(pool, bounds))
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace, key: &OpKey) -> Result<()> {
+        self.timed(
+            "update_in_place",
+            self.inner.update_in_place(pool, attrs, key),
+        )
+        .await
+    }
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>, key: &OpKey) -> Result<()> {
+        self.timed("set_bounds", self.inner.set_bounds(pool, bounds, key))
             .await
     }
     fn bind_pools(&self, pools: &[PoolSpec]) {
         self.inner.bind_pools(pools)
     }
 
-    async fn adopt_pool(&self, pool: &str) -> Result<()> {
-        self.timed("adopt_pool", self.inner.adopt_pool(pool)).await
+    async fn adopt_pool(&self, pool: &str, key: &OpKey) -> Result<()> {
+        self.timed("adopt_pool", self.inner.adopt_pool(pool, key))
+            .await
     }
 
-    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
-        self.timed("reimage_node", self.inner.reimage_node(pool, node))
+    async fn reimage_node(&self, pool: &str, node: &str, key: &OpKey) -> Result<()> {
+        self.timed("reimage_node", self.inner.reimage_node(pool, node, key))
             .await
     }
 }

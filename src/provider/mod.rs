@@ -3,6 +3,7 @@
 //! replacement goes through the one rollout executor.
 
 pub mod aws;
+pub mod http;
 pub mod instrumented;
 pub mod registry;
 pub mod sim;
@@ -14,6 +15,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+pub use crate::model::OpKey;
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec};
 
 /// What a provider can do beyond the required primitives.
@@ -25,6 +27,10 @@ pub struct Capabilities {
     pub describe_batch: usize,
     /// How often a rollout should look at the pool again.
     pub poll_interval: std::time::Duration,
+    /// Honours idempotency keys: a mutating call repeated with the same key
+    /// acts once, so the executor may replay an intent it journaled but never
+    /// saw answered (after a crash).
+    pub idempotency_keys: bool,
 }
 
 /// A provider call that failed, with the call and the provider's answer, so the
@@ -36,6 +42,9 @@ pub struct ProviderError {
     pub kind: ErrorKind,
     /// The provider's own words.
     pub message: String,
+    /// The backend already retried this call by its own policy (the plug-in
+    /// client's backoff): callers do not retry it again.
+    pub retried: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +69,18 @@ impl ProviderError {
             call: call.into(),
             kind,
             message: message.into(),
+            retried: false,
         }
     }
 
     /// Worth retrying after a backoff.
     pub fn is_transient(&self) -> bool {
         matches!(self.kind, ErrorKind::Throttled | ErrorKind::Unavailable)
+    }
+
+    /// Worth retrying here: transient, and not already retried by the backend.
+    pub fn should_retry(&self) -> bool {
+        self.is_transient() && !self.retried
     }
 }
 
@@ -101,32 +116,51 @@ pub trait Provider: Send + Sync {
     async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>>;
 
     /// Create a pool at `spec.size`, tagged as managed by poolwright.
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<()>;
+    async fn create_pool(&self, spec: &PoolSpec, key: &OpKey) -> Result<()>;
 
     /// Delete a pool and its nodes.
-    async fn delete_pool(&self, pool: &str) -> Result<()>;
+    async fn delete_pool(&self, pool: &str, key: &OpKey) -> Result<()>;
 
     /// Set the size the provider holds; growing launches nodes on the current
     /// template, shrinking lets the provider choose victims (prefer
     /// `terminate_node` when the choice matters).
-    async fn set_size(&self, pool: &str, size: u32) -> Result<()>;
+    async fn set_size(&self, pool: &str, size: u32, key: &OpKey) -> Result<()>;
 
     /// Set the template future nodes launch with (does not touch running nodes).
-    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()>;
+    async fn set_template(&self, pool: &str, template: &NodeTemplate, key: &OpKey) -> Result<()>;
 
-    /// Launch `count` more nodes on the current template, raising the size.
-    /// Returns the new node ids.
-    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>>;
+    /// Launch `count` more nodes on the current template, raising the size
+    /// to `size` (the size observed plus `count`: absolute, so a backend may
+    /// refuse when its size changed meanwhile, and a replay is the same
+    /// request). Returns the new node ids, as far as the backend knows them.
+    async fn create_nodes(
+        &self,
+        pool: &str,
+        count: u32,
+        size: u32,
+        key: &OpKey,
+    ) -> Result<Vec<String>>;
 
     /// Terminate one node. With `decrement`, the size drops by one too
     /// (otherwise the provider replaces it).
-    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()>;
+    async fn terminate_node(
+        &self,
+        pool: &str,
+        node: &str,
+        decrement: bool,
+        key: &OpKey,
+    ) -> Result<()>;
 
     /// Apply labels, annotations, taints and tags to the pool and its nodes.
-    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()>;
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace, key: &OpKey) -> Result<()>;
 
     /// Set autoscaler bounds.
-    async fn set_bounds(&self, pool: &str, bounds: Option<crate::model::Bounds>) -> Result<()>;
+    async fn set_bounds(
+        &self,
+        pool: &str,
+        bounds: Option<crate::model::Bounds>,
+        key: &OpKey,
+    ) -> Result<()>;
 
     /// Tell the provider which pools of the files it serves, so it can map a
     /// pool to its own resource (an Auto Scaling group name, say) and know each
@@ -136,14 +170,14 @@ pub trait Provider: Send + Sync {
     }
 
     /// Mark an existing pool as managed by poolwright (`spec.adopt`).
-    async fn adopt_pool(&self, pool: &str) -> Result<()> {
-        let _ = pool;
+    async fn adopt_pool(&self, pool: &str, key: &OpKey) -> Result<()> {
+        let _ = (pool, key);
         Ok(())
     }
 
     /// Reimage one node onto the current template (only with `capabilities().reimage`).
-    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
-        let _ = node;
+    async fn reimage_node(&self, pool: &str, node: &str, key: &OpKey) -> Result<()> {
+        let _ = (node, key);
         Err(ProviderError::new(
             format!("ReimageNode({pool})"),
             ErrorKind::Unsupported,

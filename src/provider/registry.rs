@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::Provider;
 use super::aws::Aws;
+use super::http::Http;
 use super::instrumented::{CallObserver, Instrumented};
 use super::sim::Sim;
 use crate::clock::Clock;
@@ -80,14 +81,28 @@ impl Providers {
                     ready.insert(name.clone(), provider);
                     specs.insert(name.clone(), spec.clone());
                 }
-                other => {
-                    failed.insert(
-                        name.clone(),
-                        format!(
-                            "provider type {} is not available in this build of poolwright yet",
-                            other.type_name()
-                        ),
-                    );
+                ProviderSpec::Http(settings) => {
+                    // Relative paths (token, CA, client certificate) start at the document's directory.
+                    let base = Path::new(&entry.file)
+                        .parent()
+                        .unwrap_or_else(|| Path::new("."));
+                    match Http::new(name, settings, base) {
+                        Ok(http) => {
+                            let http: Arc<dyn Provider> = Arc::new(http);
+                            let provider = match &observer {
+                                Some(o) => Instrumented::wrap(http, o.clone()),
+                                None => http,
+                            };
+                            ready.insert(name.clone(), provider);
+                            specs.insert(name.clone(), spec.clone());
+                        }
+                        Err(e) => {
+                            failed.insert(
+                                name.clone(),
+                                format!("plug-in at {}: {e}", settings.url.value),
+                            );
+                        }
+                    }
                 }
             }
         }

@@ -22,7 +22,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::{Capabilities, ErrorKind, Provider, ProviderError, Result};
+use super::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::clock::Clock;
 use crate::model::{
     Bounds, InPlace, Node, NodeState, NodeTemplate, ObservedPool, PoolSpec, TemplateHash,
@@ -103,6 +103,7 @@ impl SimNode {
                 .healthy_at
                 .filter(|h| now >= *h && state == NodeState::Healthy),
             cordoned: self.cordoned,
+            provider_id: None,
         })
     }
 }
@@ -457,6 +458,7 @@ impl Provider for Sim {
             describe_batch: usize::MAX,
             // One simulated second, at least 10 ms of real time.
             poll_interval: std::time::Duration::from_secs_f64((1.0 / self.speed).max(0.01)),
+            idempotency_keys: false,
         }
     }
 
@@ -480,7 +482,7 @@ impl Provider for Sim {
             .collect())
     }
 
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
+    async fn create_pool(&self, spec: &PoolSpec, _key: &OpKey) -> Result<()> {
         let call = format!("CreatePool({}, size {})", spec.name, spec.size);
         self.mutate(call, &spec.name, |sim, fleet, _, call| {
             if fleet.pools.contains_key(&spec.name) {
@@ -506,7 +508,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn delete_pool(&self, pool: &str) -> Result<()> {
+    async fn delete_pool(&self, pool: &str, _key: &OpKey) -> Result<()> {
         let call = format!("DeletePool({pool})");
         self.mutate(call, pool, |_, fleet, _, call| {
             fleet
@@ -517,7 +519,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
+    async fn set_size(&self, pool: &str, size: u32, _key: &OpKey) -> Result<()> {
         let call = format!("SetSize({pool}, {size})");
         self.mutate(call, pool, |sim, fleet, _, call| {
             let p = fleet
@@ -531,7 +533,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
+    async fn set_template(&self, pool: &str, template: &NodeTemplate, _key: &OpKey) -> Result<()> {
         let call = format!("SetTemplate({pool}, {})", template.hash());
         self.mutate(call, pool, |_, fleet, _, call| {
             let p = fleet
@@ -544,7 +546,13 @@ impl Provider for Sim {
         })
     }
 
-    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
+    async fn create_nodes(
+        &self,
+        pool: &str,
+        count: u32,
+        _size: u32,
+        _key: &OpKey,
+    ) -> Result<Vec<String>> {
         let call = format!("CreateNodes({pool}, {count})");
         self.mutate(call, pool, |sim, fleet, now, call| {
             if !fleet.pools.contains_key(pool) {
@@ -565,7 +573,13 @@ impl Provider for Sim {
         })
     }
 
-    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+    async fn terminate_node(
+        &self,
+        pool: &str,
+        node: &str,
+        decrement: bool,
+        _key: &OpKey,
+    ) -> Result<()> {
         let call = format!(
             "TerminateNode({pool}, {node}{})",
             if decrement { ", decrement" } else { "" }
@@ -584,7 +598,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace, _key: &OpKey) -> Result<()> {
         let call = format!("UpdateInPlace({pool})");
         self.mutate(call, pool, |_, fleet, _, call| {
             let p = fleet
@@ -596,7 +610,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>, _key: &OpKey) -> Result<()> {
         let call = format!("SetBounds({pool})");
         self.mutate(call, pool, |_, fleet, _, call| {
             let p = fleet
@@ -611,7 +625,7 @@ impl Provider for Sim {
         })
     }
 
-    async fn reimage_node(&self, pool: &str, node: &str) -> Result<()> {
+    async fn reimage_node(&self, pool: &str, node: &str, _key: &OpKey) -> Result<()> {
         let call = format!("ReimageNode({pool}, {node})");
         self.mutate(call, pool, |sim, fleet, now, call| {
             let serial = fleet.next_serial;

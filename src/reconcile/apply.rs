@@ -10,7 +10,7 @@ use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::PoolSpec;
 use crate::plan::{Plan, PoolPlan, Step};
-use crate::provider::{Provider, Providers};
+use crate::provider::{OpKey, Provider, Providers};
 use crate::rollout::{Journal, Rollout, Settings, Status};
 use crate::spec::Config;
 use crate::store::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
@@ -197,6 +197,16 @@ async fn update_inventory(
         .map_err(|e| format!("{e:#}"))
 }
 
+/// A key unique to this execution of a step (the time, the process, a counter).
+fn step_key(pool: &str, step: &Step) -> OpKey {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = jiff::Timestamp::now().as_nanosecond().to_string();
+    let pid = std::process::id().to_string();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed).to_string();
+    OpKey::derive(&[pool, &describe_step(step), &nanos, &pid, &n])
+}
+
 /// How a step that did not fail ended.
 enum StepEnd {
     Done,
@@ -220,6 +230,11 @@ async fn run_step(
         return Ok(StepEnd::Done);
     }
     let done = |r: Result<(), String>| r.map(|()| StepEnd::Done);
+    // Pool-level calls are absolute ("hold 5 nodes", "this template"): one key
+    // per step, reused by its retries; a resumed apply plans again from what
+    // the provider reports, so repeating such a call with a new key is harmless.
+    let key = step_key(pool, step);
+    let key = &key;
     match step {
         Step::CreatePool { spec } => done(
             async {
@@ -237,7 +252,7 @@ async fn run_step(
                 })
                 .await?;
                 let spec: &PoolSpec = spec;
-                if let Err(e) = with_retry(|| provider.create_pool(spec)).await {
+                if let Err(e) = with_retry(|| provider.create_pool(spec, key)).await {
                     update_inventory(ctx, |inv| {
                         inv.pools.remove(pool);
                     })
@@ -250,7 +265,7 @@ async fn run_step(
         ),
         Step::DeletePool => done(
             async {
-                with_retry(|| provider.delete_pool(pool))
+                with_retry(|| provider.delete_pool(pool, key))
                     .await
                     .map_err(err)?;
                 update_inventory(ctx, |inv| {
@@ -267,7 +282,7 @@ async fn run_step(
             .await,
         ),
         Step::Adopt => {
-            with_retry(|| provider.adopt_pool(pool))
+            with_retry(|| provider.adopt_pool(pool, key))
                 .await
                 .map_err(err)?;
             done(
@@ -286,23 +301,23 @@ async fn run_step(
             )
         }
         Step::SetBounds { to } => done(
-            with_retry(|| provider.set_bounds(pool, *to))
+            with_retry(|| provider.set_bounds(pool, *to, key))
                 .await
                 .map_err(err),
         ),
         // Growing launches nodes on the current template: nothing disrupts.
         Step::Scale { from, to } if to >= from => done(
-            with_retry(|| provider.set_size(pool, *to))
+            with_retry(|| provider.set_size(pool, *to, key))
                 .await
                 .map_err(err),
         ),
         Step::UpdateInPlace { to } => done(
-            with_retry(|| provider.update_in_place(pool, to))
+            with_retry(|| provider.update_in_place(pool, to, key))
                 .await
                 .map_err(err),
         ),
         Step::SetTemplate { to } => done(
-            with_retry(|| provider.set_template(pool, to))
+            with_retry(|| provider.set_template(pool, to, key))
                 .await
                 .map_err(err),
         ),

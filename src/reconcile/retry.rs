@@ -1,5 +1,6 @@
 //! Retrying transient provider errors (throttling, 5xx) with capped exponential
-//! backoff. Quota, rejection and not-found are returned at once.
+//! backoff. Quota, rejection and not-found are returned at once, and so is an
+//! error the backend already retried by its own policy.
 
 use std::future::Future;
 use std::time::Duration;
@@ -18,7 +19,7 @@ where
     for _ in 0..ATTEMPTS {
         match call().await {
             Ok(v) => return Ok(v),
-            Err(e) if e.is_transient() => {
+            Err(e) if e.should_retry() => {
                 last = Some(e);
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));

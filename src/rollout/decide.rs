@@ -162,6 +162,8 @@ pub fn begin(
         blocked_by_policy: false,
         healthy_seen: Default::default(),
         rollback_of: None,
+        creates: 0,
+        pending_create: None,
         settings,
     }
 }

@@ -107,7 +107,8 @@ impl<'a> Rollout<'a> {
         };
         if observed.template.hash() != r.state.target {
             let template = r.state.target_template.clone();
-            with_retry(|| r.provider.set_template(pool, &template))
+            let key = r.state.template_key(r.state.target);
+            with_retry(|| r.provider.set_template(pool, &template, &key))
                 .await
                 .map_err(|e| format!("{pool}: {e}"))?;
         }
@@ -189,6 +190,7 @@ impl<'a> Rollout<'a> {
     /// One round: observe, decide, journal, act.
     pub async fn tick(&mut self) -> Result<Tick, String> {
         let pool = self.state.pool.clone();
+        self.replay_pending_create(&pool).await?;
         let observed = observe(self.provider.as_ref(), &pool).await?;
         let now = self.clock.now();
         let mut drains = BTreeMap::new();
@@ -196,7 +198,9 @@ impl<'a> Rollout<'a> {
             if let Mark::Draining { since, .. } = mark {
                 drains.insert(
                     id.clone(),
-                    self.drainer.progress(&pool, id, *since, now).await,
+                    self.drainer
+                        .progress(&pool, cluster_key(&observed, id), *since, now)
+                        .await,
                 );
             }
         }
@@ -229,13 +233,16 @@ impl<'a> Rollout<'a> {
         for note in &decision.notes {
             self.note(note, &observed);
         }
+        // The size the provider holds as this round's calls change it: a
+        // create asks for an absolute size, after the terminations before it.
+        let mut size = observed.size;
         for action in decision.actions {
             // Losing the leader lease stops new steps at once; the journal holds
             // the rest, for the daemon that takes over (as after a crash).
             if let Err(e) = self.journal.may_act() {
                 return Err(format!("{pool}: {e}"));
             }
-            self.act(&pool, action, &observed).await;
+            self.act(&pool, action, &observed, &mut size).await;
         }
         self.save().await?;
         if self.state.status.is_terminal() {
@@ -252,6 +259,66 @@ impl<'a> Rollout<'a> {
         })
     }
 
+    /// A create journaled but never answered (the process died in between):
+    /// a provider that honours idempotency keys gets it again with the same
+    /// key, and answers it once whether or not it had acted; for the others
+    /// the step function decides again from what is observed.
+    async fn replay_pending_create(&mut self, pool: &str) -> Result<(), String> {
+        let Some(pending) = self.state.pending_create else {
+            return Ok(());
+        };
+        if self.provider.capabilities().idempotency_keys {
+            self.journal.may_act().map_err(|e| format!("{pool}: {e}"))?;
+            let key = self.state.create_key(pending.seq);
+            let result = with_retry(|| {
+                self.provider
+                    .create_nodes(pool, pending.count, pending.size, &key)
+            })
+            .await;
+            if let Ok(ids) = &result {
+                for id in ids {
+                    self.emit(
+                        "node_create_requested",
+                        Some(id.clone()),
+                        None,
+                        "the create journaled before a restart, answered under its idempotency key"
+                            .into(),
+                    );
+                }
+            }
+            if let Err(e) = result
+                && e.is_transient()
+            {
+                // Still unanswered: keep it, and try again next round.
+                return Err(format!("{pool}: {e}"));
+            }
+        }
+        self.state.pending_create = None;
+        self.save().await
+    }
+
+    /// Journal a create (with its number, from which its key derives, and the
+    /// absolute size it asks for), then call.
+    async fn create(
+        &mut self,
+        pool: &str,
+        count: u32,
+        provider_size: &mut u32,
+    ) -> Result<crate::provider::Result<Vec<String>>, String> {
+        self.state.creates += 1;
+        let seq = self.state.creates;
+        let size = provider_size.saturating_add(count);
+        self.state.pending_create = Some(super::state::PendingCreate { seq, count, size });
+        self.save().await?;
+        let key = self.state.create_key(seq);
+        let result = with_retry(|| self.provider.create_nodes(pool, count, size, &key)).await;
+        self.state.pending_create = None;
+        if result.is_ok() {
+            *provider_size = size;
+        }
+        Ok(result)
+    }
+
     fn note(&self, note: &Note, observed: &ObservedPool) {
         self.emit(
             note.event,
@@ -261,18 +328,35 @@ impl<'a> Rollout<'a> {
         );
     }
 
-    async fn act(&mut self, pool: &str, action: Action, observed: &ObservedPool) {
+    async fn act(&mut self, pool: &str, action: Action, observed: &ObservedPool, size: &mut u32) {
         let now = self.clock.now();
         match action {
             Action::CreateNodes { count } => {
-                let mut result = with_retry(|| self.provider.create_nodes(pool, count)).await;
+                let mut result = match self.create(pool, count, size).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // The intent could not be journaled: nothing was called.
+                        self.emit("step_failed", None, Some(observed), e);
+                        return;
+                    }
+                };
                 // All-or-nothing refusals: part of the surge may still fit.
                 if count > 1 && matches!(&result, Err(e) if e.kind == ErrorKind::Quota) {
-                    result = with_retry(|| self.provider.create_nodes(pool, 1)).await;
+                    result = match self.create(pool, 1, size).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            self.emit("step_failed", None, Some(observed), e);
+                            return;
+                        }
+                    };
                 }
                 self.created(result, observed, now);
             }
-            Action::Drain { node } => match self.drainer.cordon(pool, &node).await {
+            Action::Drain { node } => match self
+                .drainer
+                .cordon(pool, cluster_key(observed, &node))
+                .await
+            {
                 Ok(()) => self.emit(
                     "node_cordoned",
                     Some(node),
@@ -291,7 +375,7 @@ impl<'a> Rollout<'a> {
                 }
             },
             Action::ForceDrain { node } => {
-                if let Err(e) = self.drainer.force(pool, &node).await {
+                if let Err(e) = self.drainer.force(pool, cluster_key(observed, &node)).await {
                     self.emit(
                         "step_failed",
                         Some(node),
@@ -301,22 +385,31 @@ impl<'a> Rollout<'a> {
                 }
             }
             Action::Terminate { node } => {
-                match with_retry(|| self.provider.terminate_node(pool, &node, true)).await {
-                    Ok(()) => self.emit(
-                        "terminate_requested",
-                        Some(node),
-                        Some(observed),
-                        "terminating".into(),
-                    ),
+                let key = self.state.terminate_key(&node);
+                match with_retry(|| self.provider.terminate_node(pool, &node, true, &key)).await {
+                    Ok(()) => {
+                        *size = size.saturating_sub(1);
+                        self.emit(
+                            "terminate_requested",
+                            Some(node),
+                            Some(observed),
+                            "terminating".into(),
+                        )
+                    }
                     // Already gone: nothing to do; the mark clears when it is no longer observed.
                     Err(e) if e.kind == ErrorKind::NotFound => {}
                     Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
                 }
             }
             Action::Reimage { node } => {
-                match with_retry(|| self.provider.reimage_node(pool, &node)).await {
+                let key = self.state.reimage_key(&node);
+                match with_retry(|| self.provider.reimage_node(pool, &node, &key)).await {
                     Ok(()) => {
-                        if let Err(e) = self.drainer.uncordon(pool, &node).await {
+                        if let Err(e) = self
+                            .drainer
+                            .uncordon(pool, cluster_key(observed, &node))
+                            .await
+                        {
                             self.emit(
                                 "step_failed",
                                 Some(node.clone()),
@@ -335,7 +428,11 @@ impl<'a> Rollout<'a> {
                 }
             }
             Action::Uncordon { node } => {
-                if let Err(e) = self.drainer.uncordon(pool, &node).await {
+                if let Err(e) = self
+                    .drainer
+                    .uncordon(pool, cluster_key(observed, &node))
+                    .await
+                {
                     self.emit(
                         "step_failed",
                         Some(node),
@@ -345,7 +442,10 @@ impl<'a> Rollout<'a> {
                 }
             }
             Action::SetTemplate { template } => {
-                if let Err(e) = with_retry(|| self.provider.set_template(pool, &template)).await {
+                let key = self.state.template_key(template.hash());
+                if let Err(e) =
+                    with_retry(|| self.provider.set_template(pool, &template, &key)).await
+                {
                     self.emit("step_failed", None, Some(observed), e.to_string());
                 }
             }
@@ -427,6 +527,16 @@ impl<'a> Rollout<'a> {
             }
         }
     }
+}
+
+/// How the drainer knows a node: its provider id when the provider gives one
+/// (what Kubernetes Nodes carry), else its id.
+fn cluster_key<'a>(observed: &'a ObservedPool, id: &'a str) -> &'a str {
+    observed
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .map_or(id, |n| n.cluster_key())
 }
 
 async fn observe(provider: &dyn Provider, pool: &str) -> Result<ObservedPool, String> {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{NodeTemplate, TemplateHash};
+use crate::model::{NodeTemplate, OpKey, TemplateHash};
 use crate::rollout::Budget;
 use crate::spec::types::{NodePoolDoc, OnDrainTimeout, OnFailure};
 use crate::spec::values::Duration;
@@ -155,4 +155,60 @@ pub struct RolloutState {
     /// Set while rolling back: the template that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<TemplateHash>,
+    /// Create calls journaled so far in this rollout; each one's idempotency
+    /// key is derived from its number.
+    #[serde(default)]
+    pub creates: u64,
+    /// A create call journaled but not answered yet. After a crash it is sent
+    /// again with the same key (to a provider that honours keys), so a launch
+    /// the provider had already started is answered, not repeated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<PendingCreate>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCreate {
+    pub seq: u64,
+    pub count: u32,
+    /// The size the pool is to hold afterwards (part of the request, so a
+    /// replay is the same request).
+    #[serde(default)]
+    pub size: u32,
+}
+
+/// Idempotency keys of the rollout's intents. Each is derived from what the
+/// journal holds, so a retry or a resume of the same intent repeats its key.
+impl RolloutState {
+    /// The `seq`-th create call of this rollout.
+    pub fn create_key(&self, seq: u64) -> OpKey {
+        OpKey::derive(&[
+            &self.pool,
+            &self.started_at.to_string(),
+            "create",
+            &seq.to_string(),
+        ])
+    }
+
+    /// A node is terminated once in its life (a carried-over or replayed
+    /// terminate, with its decrement, must not count twice).
+    pub fn terminate_key(&self, node: &str) -> OpKey {
+        OpKey::derive(&[&self.pool, "terminate", node])
+    }
+
+    /// A node is reimaged onto a given template once.
+    pub fn reimage_key(&self, node: &str) -> OpKey {
+        OpKey::derive(&[&self.pool, "reimage", node, &self.target.to_string()])
+    }
+
+    /// Setting the pool's template to this rollout's target (or, on a
+    /// rollback, back to the previous one).
+    pub fn template_key(&self, template: TemplateHash) -> OpKey {
+        OpKey::derive(&[
+            &self.pool,
+            &self.started_at.to_string(),
+            "set-template",
+            &template.to_string(),
+        ])
+    }
 }

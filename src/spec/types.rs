@@ -68,7 +68,7 @@ pub struct ProviderDoc {
 }
 
 /// `type` selects the backend; the other fields are that backend's settings.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ProviderSpec {
     /// The embedded simulator: no cloud account needed.
@@ -77,6 +77,62 @@ pub enum ProviderSpec {
     Aws(AwsProvider),
     /// An out-of-process plug-in speaking poolwright's HTTP protocol.
     Http(HttpProvider),
+}
+
+/// Read by hand rather than as serde's internally tagged enum: serde buffers
+/// such an enum's fields before choosing the variant, which loses their
+/// positions, and errors would all point at `spec:`. With `type` first (as
+/// every example writes it) the backend's settings are read straight from the
+/// document, positions kept; with `type` later, the settings are buffered and
+/// errors point at the spec.
+impl<'de> Deserialize<'de> for ProviderSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, Visitor, value::MapAccessDeserializer};
+
+        const TYPES: &[&str] = &["sim", "aws", "http"];
+
+        fn pick<'de, M: serde::Deserializer<'de>>(
+            ty: &str,
+            rest: M,
+        ) -> Result<ProviderSpec, M::Error> {
+            match ty {
+                "sim" => SimProvider::deserialize(rest).map(ProviderSpec::Sim),
+                "aws" => AwsProvider::deserialize(rest).map(ProviderSpec::Aws),
+                "http" => HttpProvider::deserialize(rest).map(ProviderSpec::Http),
+                other => Err(M::Error::unknown_variant(other, TYPES)),
+            }
+        }
+
+        struct Spec;
+        impl<'de> Visitor<'de> for Spec {
+            type Value = ProviderSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a provider spec: a mapping with `type` (sim, aws or http) and that backend's settings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ProviderSpec, A::Error> {
+                let Some(first) = map.next_key::<String>()? else {
+                    return Err(A::Error::missing_field("type"));
+                };
+                if first == "type" {
+                    let ty: String = map.next_value()?;
+                    return pick(&ty, MapAccessDeserializer::new(map));
+                }
+                let mut fields = serde_json::Map::new();
+                fields.insert(first, map.next_value()?);
+                while let Some(k) = map.next_key::<String>()? {
+                    let v = map.next_value()?;
+                    if fields.insert(k.clone(), v).is_some() {
+                        return Err(A::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                }
+                let Some(serde_json::Value::String(ty)) = fields.remove("type") else {
+                    return Err(A::Error::missing_field("type"));
+                };
+                pick(&ty, serde_json::Value::Object(fields)).map_err(A::Error::custom)
+            }
+        }
+        d.deserialize_map(Spec)
+    }
 }
 
 impl ProviderSpec {
@@ -217,22 +273,77 @@ pub struct AwsProvider {
     pub poll_interval: Option<Duration>,
 }
 
+/// An out-of-process plug-in speaking poolwright's provider protocol
+/// (`schemas/provider-plugin.openapi.yaml`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HttpProvider {
-    /// Base URL of the plug-in, `http://` or `https://`.
+    /// Base URL of the plug-in. `http://` is allowed only to a loopback
+    /// address (127.0.0.1, ::1, localhost) unless `allowInsecure: true`.
     pub url: At<String>,
-    /// Per-request timeout.
-    #[serde(default = "HttpProvider::default_timeout")]
-    pub timeout: Duration,
-    /// File holding a bearer token, read at start (tokens never go in YAML).
+    /// File holding the bearer token, relative to this document's directory.
+    /// Read again whenever it changes, so rotating it needs no restart.
+    /// Tokens never go in YAML.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
+    pub token_file: Option<At<PathBuf>>,
+    /// Environment variable holding the bearer token (instead of `tokenFile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<At<String>>,
+    /// PEM bundle of the CA(s) that sign the plug-in's certificate; when set,
+    /// only these are trusted for this plug-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<At<PathBuf>>,
+    /// PEM client certificate for mutual TLS (with `clientKey`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<At<PathBuf>>,
+    /// PEM private key of `clientCert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<At<PathBuf>>,
+    /// Bound on one request (connect, send, answer). Default 30s, at most 10m.
+    #[serde(default = "HttpProvider::default_timeout")]
+    pub timeout: At<Duration>,
+    /// Attempts per call, the first included (429 and 5xx are retried with
+    /// jittered backoff honouring Retry-After). Default 5, at most 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 20))]
+    pub max_attempts: Option<At<u32>>,
+    /// How often a rollout looks at a pool again; the plug-in's own
+    /// suggestion, else 5s, when omitted. 1s to 1h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval: Option<At<Duration>>,
+    /// Static, non-secret headers sent with every request.
+    #[serde(default, skip_serializing_if = "no_headers")]
+    pub headers: At<BTreeMap<String, String>>,
+    /// Allow plain `http://` to a non-loopback address: the token and every
+    /// answer then cross the network unencrypted.
+    #[serde(default)]
+    pub allow_insecure: At<bool>,
+}
+
+fn no_headers(h: &At<BTreeMap<String, String>>) -> bool {
+    h.is_empty()
 }
 
 impl HttpProvider {
-    fn default_timeout() -> Duration {
-        Duration::secs(30)
+    fn default_timeout() -> At<Duration> {
+        At::bare(Duration::secs(30))
+    }
+
+    /// A plug-in at `url` with every other setting at its default.
+    pub fn at(url: &str) -> HttpProvider {
+        HttpProvider {
+            url: At::bare(url.to_string()),
+            token_file: None,
+            token_env: None,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            timeout: HttpProvider::default_timeout(),
+            max_attempts: None,
+            poll_interval: None,
+            headers: At::default(),
+            allow_insecure: At::bare(false),
+        }
     }
 }
 

@@ -335,11 +335,181 @@ fn check_provider(c: &mut Checker, d: &ProviderDoc) {
                 c.error(pos, "maxAttempts must be at least 1");
             }
         }
-        ProviderSpec::Http(http) => {
-            check_url(c, "url", &http.url, pos);
-            if http.timeout == Duration::ZERO {
-                c.error(pos, "timeout must be greater than 0");
+        ProviderSpec::Http(http) => check_http(c, http, pos),
+    }
+}
+
+/// Whether a URL host is this machine: the only place plain HTTP may go
+/// without `allowInsecure`.
+fn is_loopback_host(host: &url::Url) -> bool {
+    match host.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Headers poolwright sets itself (or that carry secrets, which belong in a file).
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "idempotency-key",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "accept",
+    "connection",
+    "user-agent",
+];
+
+fn check_http(c: &mut Checker, http: &HttpProvider, pos: Pos) {
+    let at = http.url.pos.or(pos);
+    let invalid = |c: &mut Checker, why: String| {
+        c.error(
+            at,
+            format!(
+                "url: invalid URL {:?}{why}: expected http://HOST[:PORT][/PATH] or https://...",
+                http.url.value
+            ),
+        )
+    };
+    match http.url.parse::<url::Url>() {
+        Err(e) => invalid(c, format!(" ({e})")),
+        Ok(url)
+            if !matches!(url.scheme(), "http" | "https")
+                || url.host_str().is_none_or(str::is_empty) =>
+        {
+            invalid(c, String::new())
+        }
+        Ok(url) => {
+            let insecure = http.allow_insecure.value;
+            if url.scheme() == "https" && insecure {
+                c.warning(
+                    http.allow_insecure.pos.or(pos),
+                    "allowInsecure has no effect with an https:// url",
+                );
             }
+            if url.scheme() == "http" && !is_loopback_host(&url) && !insecure {
+                c.error(
+                    at,
+                    format!(
+                        "url: plain http:// is allowed only to a loopback address (127.0.0.1, ::1, localhost), \
+                         not {:?}: the bearer token and every answer would cross the network unencrypted. \
+                         Use https:// (caFile for a private CA), or set allowInsecure: true to accept that",
+                        url.host_str().unwrap_or_default()
+                    ),
+                );
+            }
+            if !url.username().is_empty() || url.password().is_some() {
+                c.error(
+                    at,
+                    "url: credentials do not go in the URL; put a bearer token in tokenFile or tokenEnv",
+                );
+            }
+            if url.query().is_some() || url.fragment().is_some() {
+                c.error(at, "url: the base URL takes no query or fragment");
+            }
+            if url.scheme() == "http" {
+                for (field, set) in [
+                    ("caFile", http.ca_file.as_ref().map(|f| f.pos)),
+                    ("clientCert", http.client_cert.as_ref().map(|f| f.pos)),
+                ] {
+                    if let Some(p) = set {
+                        c.warning(
+                            p.or(pos),
+                            format!("{field} has no effect with a plain http:// url"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(_), Some(env)) = (&http.token_file, &http.token_env) {
+        c.error(
+            env.pos.or(pos),
+            "tokenFile and tokenEnv exclude each other; keep one",
+        );
+    }
+    if let Some(env) = &http.token_env {
+        let ok = !env.is_empty()
+            && env.len() <= 128
+            && !env.starts_with(|ch: char| ch.is_ascii_digit())
+            && env.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            c.error(
+                env.pos.or(pos),
+                format!(
+                    "tokenEnv: {:?} is not an environment variable name (letters, digits and '_', not starting with a digit)",
+                    env.value
+                ),
+            );
+        }
+    }
+    match (&http.client_cert, &http.client_key) {
+        (Some(f), None) => c.error(
+            f.pos.or(pos),
+            "clientCert needs clientKey (and the other way round)",
+        ),
+        (None, Some(f)) => c.error(
+            f.pos.or(pos),
+            "clientKey needs clientCert (and the other way round)",
+        ),
+        _ => {}
+    }
+    let timeout = http.timeout.value.as_std();
+    if timeout.is_zero() || timeout > std::time::Duration::from_secs(600) {
+        c.error(
+            http.timeout.pos.or(pos),
+            format!(
+                "timeout must be above 0 and at most 10m, got {}",
+                http.timeout.value
+            ),
+        );
+    }
+    if let Some(a) = &http.max_attempts
+        && !(1..=20).contains(&a.value)
+    {
+        c.error(
+            a.pos.or(pos),
+            format!("maxAttempts must be 1 to 20, got {}", a.value),
+        );
+    }
+    if let Some(p) = &http.poll_interval {
+        let d = p.value.as_std();
+        if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(3600) {
+            c.error(
+                p.pos.or(pos),
+                format!("pollInterval must be 1s to 1h, got {}", p.value),
+            );
+        }
+    }
+    let pos = http.headers.pos.or(pos);
+    for (name, value) in http.headers.iter() {
+        let valid_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !valid_name {
+            c.error(pos, format!("headers: {name:?} is not a valid header name"));
+        } else if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            c.error(
+                pos,
+                format!(
+                    "headers: {name} is set by poolwright (a bearer token goes in tokenFile or tokenEnv, never in YAML)"
+                ),
+            );
+        }
+        if !value
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        {
+            c.error(
+                pos,
+                format!("headers: the value of {name} must be printable ASCII"),
+            );
         }
     }
 }

@@ -1,7 +1,8 @@
-//! An HTTP proxy in front of moto that misbehaves like AWS on a bad day: it
-//! throttles some requests before they reach moto, and loses the answer of
-//! others after moto has acted on them (a 503 in place of the real answer), so
-//! a client that retries blindly would act twice.
+//! An HTTP proxy that misbehaves like a backend on a bad day: it throttles
+//! some requests before they reach the backend, and loses the answer of others
+//! after the backend has acted on them (a 503 in place of the real answer), so
+//! a client that retries blindly would act twice. In front of moto it answers
+//! in AWS's error formats; in front of a plug-in, in problem+json.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub struct Counters {
 }
 
 struct Shared {
+    /// Answer as a poolwright plug-in (problem+json), not as AWS.
+    plugin: bool,
     upstream: String,
     faults: Faults,
     counters: Arc<Counters>,
@@ -40,7 +43,17 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
+    /// In front of moto.
     pub fn start(upstream: &str, faults: Faults) -> FaultProxy {
+        FaultProxy::start_as(upstream, faults, false)
+    }
+
+    /// In front of a provider plug-in.
+    pub fn start_plugin(upstream: &str, faults: Faults) -> FaultProxy {
+        FaultProxy::start_as(upstream, faults, true)
+    }
+
+    fn start_as(upstream: &str, faults: Faults, plugin: bool) -> FaultProxy {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -48,6 +61,7 @@ impl FaultProxy {
             .unwrap();
         let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
+            plugin,
             upstream: upstream.to_string(),
             faults,
             counters: counters.clone(),
@@ -92,12 +106,38 @@ fn error(service: &str, status: StatusCode, code: &str, message: &str) -> Respon
     (status, [("content-type", "text/xml")], body).into_response()
 }
 
+/// A plug-in's problem answer.
+fn problem(status: StatusCode, kind: &str, detail: &str) -> Response {
+    (
+        status,
+        [
+            ("content-type", "application/problem+json"),
+            ("retry-after", "0"),
+        ],
+        serde_json::json!({
+            "type": format!("urn:poolwright:problem:{kind}"),
+            "title": kind,
+            "status": status.as_u16(),
+            "detail": detail,
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
 async fn forward(State(s): State<Arc<Shared>>, req: Request) -> Response {
     let n = s.counters.requests.fetch_add(1, Ordering::SeqCst) + 1;
     let svc = service(req.headers());
     let every = |k: u64| k > 0 && n % k == 0;
     if every(s.faults.throttle_every) {
         s.counters.throttled.fetch_add(1, Ordering::SeqCst);
+        if s.plugin {
+            return problem(
+                StatusCode::TOO_MANY_REQUESTS,
+                "throttled",
+                "Rate exceeded (fault proxy)",
+            );
+        }
         let code = if svc == "ec2" {
             "RequestLimitExceeded"
         } else {
@@ -123,10 +163,20 @@ async fn forward(State(s): State<Arc<Shared>>, req: Request) -> Response {
     }
     let answer = match upstream.send().await {
         Ok(a) => a,
+        Err(e) if s.plugin => {
+            return problem(StatusCode::BAD_GATEWAY, "unavailable", &e.to_string());
+        }
         Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
     if every(s.faults.lose_answer_every) {
         s.counters.lost.fetch_add(1, Ordering::SeqCst);
+        if s.plugin {
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the answer was lost on the way back (fault proxy)",
+            );
+        }
         return error(
             &svc,
             StatusCode::SERVICE_UNAVAILABLE,

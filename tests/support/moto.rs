@@ -301,6 +301,45 @@ impl Aws {
         })
     }
 
+    /// Every instance of a pool of the ec2-instances plug-in, terminated ones
+    /// included (moto keeps them): (id, state, `poolwright.io/template` tag).
+    pub fn pool_instances(&self, pool: &str) -> Vec<(String, String, Option<String>)> {
+        self.block(async {
+            let out = self
+                .ec2
+                .describe_instances()
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder()
+                        .name("tag:poolwright.io/pool")
+                        .values(pool)
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
+            out.reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .map(|i| {
+                    let tag = i
+                        .tags()
+                        .iter()
+                        .find(|t| t.key() == Some("poolwright.io/template"))
+                        .and_then(|t| t.value())
+                        .map(str::to_string);
+                    (
+                        i.instance_id().unwrap_or_default().to_string(),
+                        i.state()
+                            .and_then(|s| s.name())
+                            .map(|n| n.as_str().to_string())
+                            .unwrap_or_default(),
+                        tag,
+                    )
+                })
+                .collect()
+        })
+    }
+
     /// A group made outside poolwright (no tags of ours).
     pub fn create_foreign_group(&self, name: &str, lt: &str, size: i32) {
         self.block(async {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::OpKey;
 use poolwright::model::{NodeState, NodeTemplate, ObservedPool, PoolSpec};
 use poolwright::provider::Provider;
 use poolwright::provider::sim::Sim;
@@ -162,7 +163,8 @@ impl Scenario {
         };
         // A fresh pool may not fit a quota that is meant to refuse surge only.
         let quota = self.sim.quota;
-        rt.block_on(sim.create_pool(&spec)).unwrap();
+        rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["test"])))
+            .unwrap();
         clock.advance(SignedDuration::from_secs(self.settle_seconds));
         let _ = quota;
 

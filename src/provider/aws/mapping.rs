@@ -68,6 +68,8 @@ pub struct InstanceView {
     /// The launch template the group reports for the instance.
     pub launch_template: Option<LaunchTemplate>,
     pub protected: bool,
+    /// Its availability zone (part of the Kubernetes providerID).
+    pub zone: Option<String>,
 }
 
 /// What EC2 adds about an instance: when it launched, its template tag.
@@ -240,6 +242,8 @@ pub fn observed_pool(
                 launched_at: detail.and_then(|d| d.launched_at).unwrap_or(now),
                 healthy_since,
                 cordoned: false,
+                // What the AWS cloud provider sets on the Node.
+                provider_id: i.zone.as_ref().map(|z| format!("aws:///{z}/{}", i.id)),
             }
         })
         .collect();
@@ -397,6 +401,7 @@ mod tests {
                     // moto reports the group's current version for both.
                     launch_template: Some(lt(Some("web"), Some("lt-1"), Some("2"))),
                     protected: true,
+                    zone: None,
                 })
                 .collect(),
             ..GroupView::default()
@@ -427,6 +432,7 @@ mod tests {
             launched_at: Timestamp::from_second(at).unwrap(),
             healthy_since: None,
             cordoned: false,
+            provider_id: None,
         };
         let pool = ObservedPool {
             name: "web".into(),

@@ -30,7 +30,7 @@ use self::mapping::{
 };
 pub use self::sdk::CallCounter;
 use self::sdk::{Clients, error};
-use super::{Capabilities, ErrorKind, Provider, ProviderError, Result};
+use super::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::clock::Clock;
 use crate::model::{Bounds, InPlace, LaunchTemplate, NodeTemplate, ObservedPool, PoolSpec};
 use crate::spec::types::AwsProvider;
@@ -556,6 +556,7 @@ fn group_view(g: &asg::AutoScalingGroup) -> GroupView {
                     )
                 }),
                 protected: i.protected_from_scale_in().unwrap_or(false),
+                zone: i.availability_zone().map(str::to_string),
             })
             .collect(),
     }
@@ -577,6 +578,8 @@ impl Provider for Aws {
                 .poll_interval
                 .map(|d| d.as_std())
                 .unwrap_or(DEFAULT_POLL),
+            // Capacity calls are absolute and checked against the group instead.
+            idempotency_keys: false,
         }
     }
 
@@ -601,7 +604,7 @@ impl Provider for Aws {
             .collect())
     }
 
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<()> {
+    async fn create_pool(&self, spec: &PoolSpec, _key: &OpKey) -> Result<()> {
         let group = group_name(spec);
         let call = format!("CreateAutoScalingGroup({group}, size {})", spec.size);
         let placement = &spec.placement;
@@ -658,7 +661,7 @@ impl Provider for Aws {
         }
     }
 
-    async fn delete_pool(&self, pool: &str) -> Result<()> {
+    async fn delete_pool(&self, pool: &str, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!("DeleteAutoScalingGroup({group})");
         let view = self.describe_group(&call, &group).await?;
@@ -685,7 +688,7 @@ impl Provider for Aws {
             .map_err(|e| error(&call, e))
     }
 
-    async fn adopt_pool(&self, pool: &str) -> Result<()> {
+    async fn adopt_pool(&self, pool: &str, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!("AdoptAutoScalingGroup({group})");
         let view = self.describe_group(&call, &group).await?;
@@ -711,7 +714,7 @@ impl Provider for Aws {
         self.protect(&call, &group, &unprotected).await
     }
 
-    async fn set_size(&self, pool: &str, size: u32) -> Result<()> {
+    async fn set_size(&self, pool: &str, size: u32, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!("SetDesiredCapacity({group}, {size})");
         let view = self.describe_group(&call, &group).await?;
@@ -734,7 +737,7 @@ impl Provider for Aws {
         Ok(())
     }
 
-    async fn set_template(&self, pool: &str, template: &NodeTemplate) -> Result<()> {
+    async fn set_template(&self, pool: &str, template: &NodeTemplate, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!(
             "UpdateAutoScalingGroup({group}, template {})",
@@ -765,7 +768,13 @@ impl Provider for Aws {
         self.put_tags(&call, &group, &tag).await
     }
 
-    async fn create_nodes(&self, pool: &str, count: u32) -> Result<Vec<String>> {
+    async fn create_nodes(
+        &self,
+        pool: &str,
+        count: u32,
+        _size: u32,
+        _key: &OpKey,
+    ) -> Result<Vec<String>> {
         let group = self.group_of(pool).await?;
         let before = self
             .describe_group(&format!("CreateNodes({group}, {count})"), &group)
@@ -790,7 +799,13 @@ impl Provider for Aws {
             .collect())
     }
 
-    async fn terminate_node(&self, pool: &str, node: &str, decrement: bool) -> Result<()> {
+    async fn terminate_node(
+        &self,
+        pool: &str,
+        node: &str,
+        decrement: bool,
+        _key: &OpKey,
+    ) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!(
             "TerminateInstanceInAutoScalingGroup({group}, {node}{})",
@@ -823,7 +838,7 @@ impl Provider for Aws {
         Ok(())
     }
 
-    async fn update_in_place(&self, pool: &str, attrs: &InPlace) -> Result<()> {
+    async fn update_in_place(&self, pool: &str, attrs: &InPlace, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!("CreateOrUpdateTags({group})");
         let want = mapping::in_place_tags(attrs)
@@ -889,7 +904,7 @@ impl Provider for Aws {
         Ok(())
     }
 
-    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>) -> Result<()> {
+    async fn set_bounds(&self, pool: &str, bounds: Option<Bounds>, _key: &OpKey) -> Result<()> {
         let group = self.group_of(pool).await?;
         let call = format!("UpdateAutoScalingGroup({group}, bounds)");
         let view = self.describe_group(&call, &group).await?;
