@@ -13,11 +13,14 @@ use poolwright::clock::{Clock, ManualClock};
 use poolwright::model::OpKey;
 use poolwright::model::{NodeTemplate, PoolSpec};
 use poolwright::provider::Provider;
+use poolwright::provider::SimDrainer;
 use poolwright::provider::sim::Sim;
 use poolwright::reconcile::EventSink;
-use poolwright::rollout::{Budget, Journal, Rollout, Settings, SimDrainer, Tick};
+use poolwright::reconcile::{Executor, Tick};
+use poolwright::rollout::{Budget, Settings};
 use poolwright::spec::types::{Disruption, Distribution, OnDrainTimeout, OnFailure, SimProvider};
 use poolwright::spec::values::Duration;
+use poolwright::store::Journal;
 
 const BOOT_MEDIAN: f64 = 60.0;
 const BOOT_SIGMA: f64 = 0.6;
@@ -83,7 +86,7 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
     let events = EventSink::none();
     let provider: Arc<dyn Provider> = sim.clone();
     let mut rollout = rt
-        .block_on(Rollout::start(
+        .block_on(Executor::start(
             "big",
             template("img-2"),
             settings,

@@ -3,10 +3,10 @@
 //! the endpoint in the Provider document. Invariants are checked from the event
 //! log and the final state is read back from moto.
 
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/moto.rs"]
-mod moto;
+mod support;
+
+use support::fault_proxy;
+use support::moto;
 
 use std::process::{Command, Output};
 use std::sync::Arc;

@@ -4,14 +4,12 @@
 //! `apply` and `run` processes. Nothing stands in for the plug-in: moto's own
 //! instance history judges what was launched and terminated.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/moto.rs"]
-mod moto;
-#[path = "support/plugin.rs"]
-mod plugin;
+mod support;
+
+use support::daemon;
+use support::fault_proxy;
+use support::moto;
+use support::plugin;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

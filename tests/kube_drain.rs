@@ -6,8 +6,9 @@
 //! status themselves (observedGeneration, disruptionsAllowed), as the disruption
 //! controller would; the API server's eviction handler reads and decrements it.
 
-#[path = "support/kube.rs"]
-mod kube_cp;
+mod support;
+
+use support::kube as kube_cp;
 
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube_cp::ControlPlane;
 use poolwright::cluster::{Cluster, KubeDrainer};
-use poolwright::rollout::{DrainProgress, Drainer};
+use poolwright::model::DrainProgress;
+use poolwright::provider::Drainer;
 use poolwright::spec::types::ClusterSpec;
 use poolwright::spec::{At, types::NodeMatch};
 

@@ -5,12 +5,11 @@
 //! no release) hands the lease over once it expires, and the standby finishes
 //! the rollout from the journal in the cluster without repeating a step.
 
-#[path = "support/daemon.rs"]
-mod daemon_support;
-#[path = "support/kube.rs"]
-mod kube_support;
-#[path = "support/moto.rs"]
-mod moto;
+mod support;
+
+use support::daemon as daemon_support;
+use support::kube as kube_support;
+use support::moto;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,8 +5,9 @@
 //! PDB-protected app (placing replicas on schedulable Ready nodes, keeping the
 //! budget's status), and records how many replicas were available throughout.
 
-#[path = "support/kube.rs"]
-mod kube_cp;
+mod support;
+
+use support::kube as kube_cp;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};

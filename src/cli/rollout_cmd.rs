@@ -7,8 +7,9 @@ use std::path::Path;
 
 use super::exit;
 use crate::daemon::client::Client;
-use crate::rollout::Journal;
-use crate::rollout::control::{self, describe, describe_mark};
+use crate::reconcile::control;
+use crate::rollout::control::{describe, describe_mark};
+use crate::store::Journal;
 use crate::store::{StateDir, StateLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,7 +62,7 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
             jiff::Timestamp::now(),
         )),
         _ => rt
-            .block_on(control::resume(&journal, pool))
+            .block_on(control::resume(&journal, pool, jiff::Timestamp::now()))
             .map(|m| format!("{m}; the next `poolwright apply` (or the daemon) continues")),
     };
     Ok(match result {

@@ -11,9 +11,8 @@ use crate::plan::render::{Source, Style, render_json, render_text};
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
 use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan, observe};
-use crate::rollout::Journal;
 use crate::spec::{self, Config, Limits};
-use crate::store::{Inventory, StateDir, StateLock};
+use crate::store::{Inventory, Journal, StateDir, StateLock};
 
 fn style(common: &Common) -> Style {
     let no_color = common.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -65,9 +64,9 @@ pub(super) async fn snapshot(
     state: &StateDir,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Snapshot> {
-    let providers = Providers::build(&config, &state.root, clock);
+    let providers = Providers::build(&config, &state.root, clock.clone());
     let inventory = Inventory::load(&state.inventory())?;
-    let mut observed = observe(&config, &inventory, &providers).await;
+    let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
     observed.rollouts_in_progress = Journal::new(state.journal_dir())
         .all()
         .await?

@@ -13,7 +13,8 @@ use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams};
 
 use super::Cluster;
-use crate::rollout::{DrainProgress, Drainer};
+use crate::model::DrainProgress;
+use crate::provider::Drainer;
 
 /// Mirror pods are the kubelet's static pods; evicting them does nothing.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";

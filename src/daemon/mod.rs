@@ -34,8 +34,7 @@ use source::ConfigSource;
 
 use crate::clock::{Clock, SystemClock};
 use crate::reconcile::{EventSink, Stop};
-use crate::rollout::Journal;
-use crate::store::{Inventory, InventoryStore, StateDir, StateLock, atomic_write};
+use crate::store::{Inventory, InventoryStore, Journal, StateDir, StateLock, atomic_write};
 
 pub struct Options {
     pub dir: PathBuf,

@@ -24,9 +24,11 @@ use crate::plan::render::{Revision, Source, Style, render_text};
 use crate::plan::{self, Headline, Plan, PlanOptions, PoolPlan};
 use crate::provider::{CallObserver, Providers};
 use crate::reconcile::apply::describe_step;
+use crate::reconcile::control;
 use crate::reconcile::{ApplyContext, ApplyOutcome, EventSink, Stop, apply_pool, observe};
-use crate::rollout::{Journal, RolloutState, Status, control};
+use crate::rollout::{RolloutState, Status};
 use crate::spec::{Config, Limits};
+use crate::store::Journal;
 use crate::store::{Inventory, InventoryStore, StateDir};
 
 /// What caused a reconcile (a label on the reconciles metric).
@@ -300,7 +302,7 @@ impl Reconciler {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let mut observed = observe(&config, &inventory, &providers).await;
+        let mut observed = observe(&config, &inventory, &providers, self.clock.as_ref()).await;
         observed.rollouts_in_progress = journals.keys().cloned().collect();
         let now = self.clock.now();
         let plan = plan::plan(
@@ -947,7 +949,7 @@ impl Reconciler {
         let now = self.clock.now();
         let result = match action {
             ControlAction::Pause => control::pause(&self.journal, pool, who, now).await,
-            ControlAction::Resume => control::resume(&self.journal, pool).await,
+            ControlAction::Resume => control::resume(&self.journal, pool, now).await,
         };
         if let Ok(message) = &result {
             // A human's decision: the pool may act again at once.

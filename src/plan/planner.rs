@@ -7,12 +7,12 @@ use jiff::Timestamp;
 
 use super::attributes::{attributes, diff};
 use super::{Blocked, Drift, Headline, Plan, PoolPlan, RolloutPlan, Step};
+use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
 use crate::policy::{self, Gate};
 use crate::rollout::{Budget, Strategy};
 use crate::spec::Config;
 use crate::spec::types::{IgnoredAttribute, NodePoolDoc};
-use crate::store::{Inventory, InventoryEntry};
 
 /// What the providers reported.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -384,7 +384,7 @@ fn plan_pool(
 
 /// What changed outside poolwright since it last applied.
 fn drift(
-    last: &crate::store::AppliedState,
+    last: &AppliedState,
     obs: &ObservedPool,
     doc: &NodePoolDoc,
     spec: &PoolSpec,

@@ -3,11 +3,13 @@
 //! replacement goes through the one rollout executor.
 
 pub mod aws;
+pub mod drain;
 pub mod http;
 pub mod instrumented;
 pub mod registry;
 pub mod sim;
 
+pub use drain::{Drainer, NoDrain, SimDrainer};
 pub use instrumented::CallObserver;
 pub use registry::Providers;
 

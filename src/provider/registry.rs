@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::Provider;
 use super::aws::Aws;
+use super::drain::{Drainer, NoDrain, SimDrainer};
 use super::http::Http;
 use super::instrumented::{CallObserver, Instrumented};
 use super::sim::Sim;
 use crate::clock::Clock;
 use crate::model::PoolSpec;
-use crate::rollout::{Drainer, NoDrain, SimDrainer};
 use crate::spec::Config;
 use crate::spec::types::ProviderSpec;
 

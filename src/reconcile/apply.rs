@@ -5,14 +5,16 @@
 use std::sync::Mutex;
 
 use super::events::{Counts, Event, EventSink};
+use super::executor::Executor;
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::PoolSpec;
 use crate::plan::{Plan, PoolPlan, Step};
 use crate::provider::{OpKey, Provider, Providers};
-use crate::rollout::{Journal, Rollout, Settings, Status};
+use crate::rollout::{Settings, Status};
 use crate::spec::Config;
+use crate::store::Journal;
 use crate::store::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 
 #[derive(Debug, Default)]
@@ -252,7 +254,7 @@ async fn run_step(
                 })
                 .await?;
                 let spec: &PoolSpec = spec;
-                if let Err(e) = with_retry(|| provider.create_pool(spec, key)).await {
+                if let Err(e) = with_retry(ctx.clock, || provider.create_pool(spec, key)).await {
                     update_inventory(ctx, |inv| {
                         inv.pools.remove(pool);
                     })
@@ -265,7 +267,7 @@ async fn run_step(
         ),
         Step::DeletePool => done(
             async {
-                with_retry(|| provider.delete_pool(pool, key))
+                with_retry(ctx.clock, || provider.delete_pool(pool, key))
                     .await
                     .map_err(err)?;
                 update_inventory(ctx, |inv| {
@@ -282,7 +284,7 @@ async fn run_step(
             .await,
         ),
         Step::Adopt => {
-            with_retry(|| provider.adopt_pool(pool, key))
+            with_retry(ctx.clock, || provider.adopt_pool(pool, key))
                 .await
                 .map_err(err)?;
             done(
@@ -301,23 +303,23 @@ async fn run_step(
             )
         }
         Step::SetBounds { to } => done(
-            with_retry(|| provider.set_bounds(pool, *to, key))
+            with_retry(ctx.clock, || provider.set_bounds(pool, *to, key))
                 .await
                 .map_err(err),
         ),
         // Growing launches nodes on the current template: nothing disrupts.
         Step::Scale { from, to } if to >= from => done(
-            with_retry(|| provider.set_size(pool, *to, key))
+            with_retry(ctx.clock, || provider.set_size(pool, *to, key))
                 .await
                 .map_err(err),
         ),
         Step::UpdateInPlace { to } => done(
-            with_retry(|| provider.update_in_place(pool, to, key))
+            with_retry(ctx.clock, || provider.update_in_place(pool, to, key))
                 .await
                 .map_err(err),
         ),
         Step::SetTemplate { to } => done(
-            with_retry(|| provider.set_template(pool, to, key))
+            with_retry(ctx.clock, || provider.set_template(pool, to, key))
                 .await
                 .map_err(err),
         ),
@@ -329,7 +331,7 @@ async fn run_step(
         // new size itself.
         Step::Scale { to, .. } => {
             let names = [pool.to_string()];
-            let current = with_retry(|| provider.describe_pools(&names))
+            let current = with_retry(ctx.clock, || provider.describe_pools(&names))
                 .await
                 .map_err(err)?
                 .into_iter()
@@ -373,7 +375,7 @@ async fn roll(
         ));
     }
     let poll = provider.capabilities().poll_interval;
-    let mut rollout = Rollout::start(
+    let mut rollout = Executor::start(
         &p.pool,
         template,
         Settings::from_doc(doc, size),
@@ -419,7 +421,7 @@ async fn attach_cluster(
 ) -> Result<
     (
         std::sync::Arc<dyn Provider>,
-        std::sync::Arc<dyn crate::rollout::Drainer>,
+        std::sync::Arc<dyn crate::provider::Drainer>,
     ),
     String,
 > {
@@ -448,9 +450,11 @@ async fn record_applied(
     if !known {
         return Ok(()); // deleted or forgotten
     }
-    let observed = with_retry(|| provider.describe_pools(std::slice::from_ref(&p.pool)))
-        .await
-        .map_err(|e| format!("nodepool.{}: provider {}: {e}", p.pool, p.provider))?;
+    let observed = with_retry(ctx.clock, || {
+        provider.describe_pools(std::slice::from_ref(&p.pool))
+    })
+    .await
+    .map_err(|e| format!("nodepool.{}: provider {}: {e}", p.pool, p.provider))?;
     let Some(pool) = observed.into_iter().next() else {
         return Ok(());
     };

@@ -1,13 +1,18 @@
-//! The imperative shell around the pure planner: observe the providers, apply a
-//! plan's steps, record the inventory, emit events.
+//! The imperative shell around the pure core: observe the providers, apply a
+//! plan's steps as written, run the rollout executor (which performs what
+//! `rollout::decide` returns, journal first), record the inventory, emit
+//! events. See docs/ARCHITECTURE.md.
 
 pub mod apply;
+pub mod control;
 pub mod events;
+pub mod executor;
 pub mod observe;
-pub(crate) mod retry;
+pub mod retry;
 pub mod stop;
 
 pub use apply::{ApplyContext, ApplyOutcome, apply_plan, apply_pool};
 pub use events::{Counts, Event, EventSink};
+pub use executor::{Executor, Tick};
 pub use observe::observe;
 pub use stop::Stop;

@@ -3,13 +3,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::retry::with_retry;
+use crate::clock::Clock;
 use crate::plan::Observed;
 use crate::provider::Providers;
 use crate::spec::Config;
 use crate::store::Inventory;
 
 /// Ask each provider about the pools in the files and in the inventory, batched.
-pub async fn observe(config: &Config, inventory: &Inventory, providers: &Providers) -> Observed {
+pub async fn observe(
+    config: &Config,
+    inventory: &Inventory,
+    providers: &Providers,
+    clock: &dyn Clock,
+) -> Observed {
     let mut wanted: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (name, e) in &config.pools {
         wanted
@@ -37,7 +43,7 @@ pub async fn observe(config: &Config, inventory: &Inventory, providers: &Provide
         let names: Vec<String> = names.into_iter().collect();
         let batch = p.capabilities().describe_batch.max(1);
         for chunk in names.chunks(batch) {
-            match with_retry(|| p.describe_pools(chunk)).await {
+            match with_retry(clock, || p.describe_pools(chunk)).await {
                 Ok(pools) => {
                     for pool in pools {
                         observed.pools.insert(pool.name.clone(), pool);

@@ -5,11 +5,14 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::clock::Clock;
 use crate::provider::{ProviderError, Result};
 
 pub const ATTEMPTS: u32 = 6;
 
-pub async fn with_retry<T, F, Fut>(mut call: F) -> Result<T>
+/// Call, and call again after a backoff (on `clock`, so a virtual clock moves
+/// instead of the test waiting) while the error is worth retrying.
+pub async fn with_retry<T, F, Fut>(clock: &dyn Clock, mut call: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
@@ -21,7 +24,7 @@ where
             Ok(v) => return Ok(v),
             Err(e) if e.should_retry() => {
                 last = Some(e);
-                tokio::time::sleep(delay).await;
+                clock.sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(e) => return Err(e),

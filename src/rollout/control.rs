@@ -1,13 +1,10 @@
-//! A human's hand on a rollout: pause and resume, as journal edits. The CLI
-//! makes them under the state lock; the daemon makes them between a pool's
-//! steps. Either way the executor picks the new status up on its next round.
+//! A human's hand on a rollout, as pure transitions of its journal state:
+//! pause and resume. `reconcile::control` loads and saves the journal around
+//! them; the executor picks the new status up on its next round.
 
-use super::journal::Journal;
+use jiff::Timestamp;
+
 use super::state::{Mark, RolloutState, Status};
-
-/// What a pause or resume did, in one sentence for the operator; `Err` when
-/// there was nothing to do (and why).
-pub type Outcome = Result<String, String>;
 
 pub fn describe(s: &Status) -> String {
     match s {
@@ -19,17 +16,9 @@ pub fn describe(s: &Status) -> String {
     }
 }
 
-async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, String> {
-    journal
-        .load(pool)
-        .await
-        .map_err(|e| format!("{e:#}"))?
-        .ok_or_else(|| format!("nodepool.{pool}: no rollout in progress"))
-}
-
 /// Stop starting new steps (steps in flight finish).
-pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> Outcome {
-    let mut r = load(journal, pool).await?;
+pub fn pause(r: &mut RolloutState, who: &str, now: Timestamp) -> Result<String, String> {
+    let pool = r.pool.clone();
     if r.status != Status::Running {
         return Err(format!(
             "nodepool.{pool}: not running ({}); nothing to pause",
@@ -39,31 +28,57 @@ pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestam
     r.status = Status::Paused {
         reason: format!("paused by {who} at {now}"),
     };
-    journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
     Ok(format!(
         "nodepool.{pool}: paused; `poolwright rollout resume {pool}` continues it"
     ))
 }
 
-/// Continue a paused or Degraded rollout (resetting a tripped circuit breaker),
-/// or allow a rolled-back template to be tried again.
-pub async fn resume(journal: &Journal, pool: &str) -> Outcome {
-    let mut r = load(journal, pool).await?;
+/// What resuming does to a journal.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resumed {
+    /// The rollout continues from this state.
+    Continue(Box<RolloutState>, String),
+    /// A rolled-back rollout is forgotten, so its template may be tried again.
+    Forget(String),
+}
+
+/// Continue a paused or Degraded rollout, or allow a rolled-back template to
+/// be tried again. Every way the executor can stop has a way out here: a
+/// tripped circuit breaker is reset, and a node whose drain timed out
+/// (`onTimeout: fail`, left cordoned) is drained again from now, with a new
+/// `drain.timeout`.
+pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, String> {
+    let pool = &r.pool;
     match &r.status {
         Status::Paused { .. } | Status::Degraded { .. } => {
+            let mut r = r.clone();
             if r.failures >= r.settings.max_failed_nodes {
                 r.failures = 0;
             }
+            let mut retried = 0;
+            for mark in r.marks.values_mut() {
+                if *mark == Mark::DrainFailed {
+                    *mark = Mark::Draining {
+                        since: now,
+                        blocked: None,
+                    };
+                    retried += 1;
+                }
+            }
             r.status = Status::Running;
-            journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
-            Ok(format!("nodepool.{pool}: resumed"))
+            // Time spent stopped is not a lack of progress.
+            r.last_progress_at = now;
+            let message = match retried {
+                0 => format!("nodepool.{pool}: resumed"),
+                n => format!(
+                    "nodepool.{pool}: resumed; the drain of {n} node(s) that timed out is tried again"
+                ),
+            };
+            Ok(Resumed::Continue(Box::new(r), message))
         }
-        Status::RolledBack { .. } => {
-            journal.remove(pool).await.map_err(|e| format!("{e:#}"))?;
-            Ok(format!(
-                "nodepool.{pool}: the rolled-back template may be tried again"
-            ))
-        }
+        Status::RolledBack { .. } => Ok(Resumed::Forget(format!(
+            "nodepool.{pool}: the rolled-back template may be tried again"
+        ))),
         other => Err(format!(
             "nodepool.{pool}: {}; nothing to resume",
             describe(other)

@@ -16,18 +16,10 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use super::state::{Mark, RolloutState, Settings, Status};
+pub use crate::model::DrainProgress;
 use crate::model::{Node, NodeState, NodeTemplate, TemplateHash};
 use crate::spec::types::{OnDrainTimeout, OnFailure};
 use crate::spec::values::Duration;
-
-/// How a drain is going, as the drainer reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DrainProgress {
-    Done,
-    Running,
-    /// Evictions refused, e.g. by a PodDisruptionBudget (named in the reason).
-    Blocked(String),
-}
 
 pub struct Inputs<'a> {
     pub now: Timestamp,

@@ -1,18 +1,16 @@
-//! The shared rollout executor. Every node replacement, for every provider, goes
-//! through here: [`decide`] is the pure step function, [`driver`] performs its
-//! actions with the journal written first.
+//! The rollout core: PURE decision code. Budget resolution, the journal's
+//! content (`RolloutState`), and the step function [`decide`] that turns a
+//! snapshot (journal state, observed nodes, drain progress, the disruption
+//! gate, the outcomes of the last actions, now) into the next actions. Nothing
+//! here does I/O or reads a clock: the shell (`reconcile::executor`) performs
+//! the actions, journals them first, and feeds their outcomes back. See
+//! docs/ARCHITECTURE.md.
 
 pub mod budget;
 pub mod control;
 pub mod decide;
-pub mod drain;
-pub mod driver;
-pub mod journal;
 pub mod state;
 
 pub use budget::{Budget, Strategy};
 pub use decide::{Action, DrainProgress, Inputs, begin, decide};
-pub use drain::{Drainer, NoDrain, SimDrainer};
-pub use driver::{Rollout, Tick};
-pub use journal::Journal;
 pub use state::{Mark, RolloutState, Settings, Status};

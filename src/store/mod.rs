@@ -1,11 +1,14 @@
-//! Durable state under the state directory: the inventory of pools poolwright
-//! manages, the lock that keeps two writers apart, and atomic file replacement.
+//! Durable state under the state directory (or, with `--ha`, in the cluster):
+//! the inventory of pools poolwright manages, the rollout journal, the lock
+//! that keeps two writers apart, and atomic file replacement.
 
 mod inventory;
+pub mod journal;
 mod lock;
 pub mod overrides;
 
 pub use inventory::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
+pub use journal::Journal;
 pub use lock::{LockHolder, StateLock};
 
 use std::io::Write;

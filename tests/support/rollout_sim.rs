@@ -9,11 +9,14 @@ use poolwright::clock::{Clock, ManualClock};
 use poolwright::model::OpKey;
 use poolwright::model::{NodeState, NodeTemplate, ObservedPool, PoolSpec};
 use poolwright::provider::Provider;
+use poolwright::provider::SimDrainer;
 use poolwright::provider::sim::Sim;
 use poolwright::reconcile::{Event, EventSink};
-use poolwright::rollout::{Budget, Journal, Rollout, Settings, SimDrainer, Status, Tick};
+use poolwright::reconcile::{Executor, Tick};
+use poolwright::rollout::{Budget, Settings, Status};
 use poolwright::spec::types::{Disruption, Distribution, OnDrainTimeout, OnFailure, SimProvider};
 use poolwright::spec::values::Duration;
+use poolwright::store::Journal;
 
 pub fn template(image: &str) -> NodeTemplate {
     NodeTemplate {
@@ -175,7 +178,7 @@ impl Scenario {
         let provider: Arc<dyn Provider> = sim.clone();
         let drainer = Arc::new(SimDrainer::new(sim.clone()));
         let start = |target: &NodeTemplate| {
-            rt.block_on(Rollout::start(
+            rt.block_on(Executor::start(
                 "web",
                 target.clone(),
                 self.settings.clone(),

@@ -1,5 +1,8 @@
-//! Draining nodes before they are taken down. The Kubernetes drainer (Eviction
-//! API, PodDisruptionBudgets) implements this trait; the simulator has its own.
+//! Draining nodes before they are taken down, beside the providers: the
+//! Kubernetes drainer (Eviction API, PodDisruptionBudgets) implements this
+//! trait, the simulator has its own, and a pool without a cluster has nothing
+//! to drain. The executor reports each drain's progress to the step function
+//! as data (`DrainProgress`).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -7,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use jiff::Timestamp;
 
-use super::decide::DrainProgress;
-use crate::provider::sim::Sim;
+use super::sim::Sim;
+use crate::model::DrainProgress;
 
 #[async_trait]
 pub trait Drainer: Send + Sync {

@@ -3,8 +3,7 @@
 //! including half-hour DST shifts), no disruptive step starts outside a window,
 //! every step in flight when a window closes completes, and the bounds hold.
 
-#[path = "support/rollout_sim.rs"]
-mod sim;
+use crate::support::rollout_sim as sim;
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,6 @@
 //! What reviewers read: the plan text for every kind of action, pinned with insta.
 
-mod common;
+use crate::support::world as common;
 
 use common::{PROVIDER, World, block_on, pool};
 use poolwright::clock::Clock;

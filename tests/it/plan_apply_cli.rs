@@ -1,7 +1,7 @@
 //! `poolwright plan` and `apply` as a user runs them: exit codes, saved plans,
 //! the state lock, events, JSON, and prune safety.
 
-mod common;
+use crate::support::world as common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -5,6 +5,8 @@
 //! These are plain data (no positions, no provider SDK types), so they cross the
 //! HTTP plug-in boundary as JSON unchanged.
 
+pub mod inventory;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -281,6 +283,15 @@ impl Node {
     pub fn cluster_key(&self) -> &str {
         self.provider_id.as_deref().unwrap_or(&self.id)
     }
+}
+
+/// How a drain is going, as the drainer reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainProgress {
+    Done,
+    Running,
+    /// Evictions refused, e.g. by a PodDisruptionBudget (named in the reason).
+    Blocked(String),
 }
 
 /// One pool as a provider reports it.

@@ -1,7 +1,7 @@
 //! Properties of planning over random fleets: the plan is a deterministic
 //! function of its inputs, and applying it to the simulator converges.
 
-mod common;
+use crate::support::world as common;
 
 use std::collections::BTreeMap;
 

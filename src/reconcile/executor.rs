@@ -1,25 +1,26 @@
-//! The imperative half of the executor: observe the pool, ask [`decide`] what to
-//! do, write the journal (intent) BEFORE acting, act through the provider and the
-//! drainer, and report every step as an event.
+//! The rollout executor, the imperative half of the rollout core: observe the
+//! pool, ask the pure step function (`rollout::decide`) what to do, write the
+//! journal (intent) BEFORE acting, act through the provider and the drainer,
+//! hand the outcomes back to the core, and report every step as an event.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::decide::{Action, Inputs, Note, begin, decide, is_available};
-use super::drain::Drainer;
-use super::journal::Journal;
-use super::state::{Mark, RolloutState, Settings, Status};
+use super::events::{Counts, Event, EventSink};
+use super::retry::with_retry;
+use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::{NodeTemplate, ObservedPool};
 use crate::policy;
-use crate::provider::{ErrorKind, Provider};
-use crate::reconcile::events::{Counts, Event, EventSink};
-use crate::reconcile::retry::with_retry;
-use crate::reconcile::stop::Stop;
+use crate::provider::{Drainer, ErrorKind, Provider};
+use crate::rollout::decide::{Action, Inputs, Note, begin, decide, is_available};
+use crate::rollout::state::PendingCreate;
+use crate::rollout::{Mark, RolloutState, Settings, Status};
 use crate::spec::types::Disruption;
+use crate::store::Journal;
 
 /// Everything a rollout acts through.
-pub struct Rollout<'a> {
+pub struct Executor<'a> {
     pub provider: Arc<dyn Provider>,
     pub drainer: Arc<dyn Drainer>,
     pub journal: &'a Journal,
@@ -44,7 +45,7 @@ pub enum Tick {
     Finished(Status),
 }
 
-impl<'a> Rollout<'a> {
+impl<'a> Executor<'a> {
     /// Start a rollout of `pool` towards `desired`, resuming the journal's
     /// rollout when it has the same target, superseding it otherwise.
     #[allow(clippy::too_many_arguments)]
@@ -58,8 +59,8 @@ impl<'a> Rollout<'a> {
         events: &'a EventSink,
         clock: &'a dyn Clock,
         disruption: Disruption,
-    ) -> Result<Rollout<'a>, String> {
-        let observed = observe(provider.as_ref(), pool).await?;
+    ) -> Result<Executor<'a>, String> {
+        let observed = observe(provider.as_ref(), pool, clock).await?;
         let prior = journal.load(pool).await.map_err(|e| format!("{e:#}"))?;
         let target = desired.hash();
         let now = clock.now();
@@ -93,7 +94,7 @@ impl<'a> Rollout<'a> {
                 )
             }
         };
-        let mut r = Rollout {
+        let mut r = Executor {
             provider,
             drainer,
             journal,
@@ -108,7 +109,7 @@ impl<'a> Rollout<'a> {
         if observed.template.hash() != r.state.target {
             let template = r.state.target_template.clone();
             let key = r.state.template_key(r.state.target);
-            with_retry(|| r.provider.set_template(pool, &template, &key))
+            with_retry(r.clock, || r.provider.set_template(pool, &template, &key))
                 .await
                 .map_err(|e| format!("{pool}: {e}"))?;
         }
@@ -191,7 +192,7 @@ impl<'a> Rollout<'a> {
     pub async fn tick(&mut self) -> Result<Tick, String> {
         let pool = self.state.pool.clone();
         self.replay_pending_create(&pool).await?;
-        let observed = observe(self.provider.as_ref(), &pool).await?;
+        let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
         let now = self.clock.now();
         let mut drains = BTreeMap::new();
         for (id, mark) in &self.state.marks {
@@ -270,7 +271,7 @@ impl<'a> Rollout<'a> {
         if self.provider.capabilities().idempotency_keys {
             self.journal.may_act().map_err(|e| format!("{pool}: {e}"))?;
             let key = self.state.create_key(pending.seq);
-            let result = with_retry(|| {
+            let result = with_retry(self.clock, || {
                 self.provider
                     .create_nodes(pool, pending.count, pending.size, &key)
             })
@@ -308,10 +309,13 @@ impl<'a> Rollout<'a> {
         self.state.creates += 1;
         let seq = self.state.creates;
         let size = provider_size.saturating_add(count);
-        self.state.pending_create = Some(super::state::PendingCreate { seq, count, size });
+        self.state.pending_create = Some(PendingCreate { seq, count, size });
         self.save().await?;
         let key = self.state.create_key(seq);
-        let result = with_retry(|| self.provider.create_nodes(pool, count, size, &key)).await;
+        let result = with_retry(self.clock, || {
+            self.provider.create_nodes(pool, count, size, &key)
+        })
+        .await;
         self.state.pending_create = None;
         if result.is_ok() {
             *provider_size = size;
@@ -386,7 +390,11 @@ impl<'a> Rollout<'a> {
             }
             Action::Terminate { node } => {
                 let key = self.state.terminate_key(&node);
-                match with_retry(|| self.provider.terminate_node(pool, &node, true, &key)).await {
+                match with_retry(self.clock, || {
+                    self.provider.terminate_node(pool, &node, true, &key)
+                })
+                .await
+                {
                     Ok(()) => {
                         *size = size.saturating_sub(1);
                         self.emit(
@@ -403,7 +411,8 @@ impl<'a> Rollout<'a> {
             }
             Action::Reimage { node } => {
                 let key = self.state.reimage_key(&node);
-                match with_retry(|| self.provider.reimage_node(pool, &node, &key)).await {
+                match with_retry(self.clock, || self.provider.reimage_node(pool, &node, &key)).await
+                {
                     Ok(()) => {
                         if let Err(e) = self
                             .drainer
@@ -443,8 +452,10 @@ impl<'a> Rollout<'a> {
             }
             Action::SetTemplate { template } => {
                 let key = self.state.template_key(template.hash());
-                if let Err(e) =
-                    with_retry(|| self.provider.set_template(pool, &template, &key)).await
+                if let Err(e) = with_retry(self.clock, || {
+                    self.provider.set_template(pool, &template, &key)
+                })
+                .await
                 {
                     self.emit("step_failed", None, Some(observed), e.to_string());
                 }
@@ -539,9 +550,13 @@ fn cluster_key<'a>(observed: &'a ObservedPool, id: &'a str) -> &'a str {
         .map_or(id, |n| n.cluster_key())
 }
 
-async fn observe(provider: &dyn Provider, pool: &str) -> Result<ObservedPool, String> {
+async fn observe(
+    provider: &dyn Provider,
+    pool: &str,
+    clock: &dyn Clock,
+) -> Result<ObservedPool, String> {
     let names = [pool.to_string()];
-    let pools = with_retry(|| provider.describe_pools(&names))
+    let pools = with_retry(clock, || provider.describe_pools(&names))
         .await
         .map_err(|e| format!("{pool}: {e}"))?;
     pools.into_iter().next().ok_or_else(|| {

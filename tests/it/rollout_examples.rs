@@ -2,8 +2,7 @@
 //! reproduced on the simulator under a virtual clock. Bounds are checked at every
 //! simulated second; sequences come from the event log.
 
-#[path = "support/rollout_sim.rs"]
-mod sim;
+use crate::support::rollout_sim as sim;
 
 use poolwright::model::NodeState;
 use poolwright::rollout::Status;

@@ -2,8 +2,7 @@
 //! HTTP status surface, its event log, the simulator's audit of the calls it
 //! received, and real signals.
 
-#[path = "support/daemon.rs"]
-mod daemon_support;
+use crate::support::daemon as daemon_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

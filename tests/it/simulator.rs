@@ -1,6 +1,6 @@
 //! The embedded simulator models what the executor must cope with, reproducibly.
 
-mod common;
+use crate::support::world as common;
 
 use std::sync::Arc;
 

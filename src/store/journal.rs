@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::state::RolloutState;
+use super::atomic_write;
 use crate::cluster::store::ClusterStore;
-use crate::store::atomic_write;
+use crate::rollout::RolloutState;
 
 #[derive(Clone)]
 pub enum Journal {
@@ -132,14 +132,6 @@ impl Journal {
                     (pool, state)
                 })
                 .collect()),
-        }
-    }
-
-    /// Where the journal lives, for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Journal::Files(dir) => dir.display().to_string(),
-            Journal::Cluster(store) => store.describe(&store.journal_name("POOL")),
         }
     }
 }

@@ -7,7 +7,7 @@ use poolwright::spec::load::{SourceFile, parse_file};
 use poolwright::spec::validate::load_sources;
 use proptest::prelude::*;
 
-const SEED: &str = include_str!("../examples/pools/web.yaml");
+const SEED: &str = include_str!("../../examples/pools/web.yaml");
 
 fn check(bytes: Vec<u8>) {
     let file = SourceFile {

@@ -2,8 +2,7 @@
 //! rollback, drain timeouts, refused surge, canary, checkpoints, maintenance
 //! windows, a new desired state mid-rollout, and scale-down.
 
-#[path = "support/rollout_sim.rs"]
-mod sim;
+use crate::support::rollout_sim as sim;
 
 use poolwright::model::NodeState;
 use poolwright::rollout::Status;

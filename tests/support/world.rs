@@ -75,7 +75,12 @@ impl World {
 
     pub fn observed(&self, config: &Config) -> Observed {
         let providers = self.providers(config);
-        block_on(observe(config, &self.inventory(), &providers))
+        block_on(observe(
+            config,
+            &self.inventory(),
+            &providers,
+            self.clock.as_ref(),
+        ))
     }
 
     pub fn plan(&self) -> Plan {
@@ -108,13 +113,18 @@ impl World {
         let config = self.config();
         let providers = self.providers(&config);
         let inventory = self.inventory();
-        let observed = block_on(observe(&config, &inventory, &providers));
+        let observed = block_on(observe(
+            &config,
+            &inventory,
+            &providers,
+            self.clock.as_ref(),
+        ));
         let plan = plan::plan(&config, &observed, &inventory, &self.options());
         let inventory = std::sync::Mutex::new(inventory);
         let stop = poolwright::reconcile::Stop::new();
         let events = EventSink::none();
         let inventory_store = poolwright::store::InventoryStore::file(self.state_dir().inventory());
-        let journal = poolwright::rollout::Journal::new(self.state_dir().journal_dir());
+        let journal = poolwright::store::Journal::new(self.state_dir().journal_dir());
         let ctx = ApplyContext {
             config: &config,
             journal: &journal,
