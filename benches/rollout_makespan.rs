@@ -18,7 +18,7 @@ use poolwright::provider::sim::Sim;
 use poolwright::reconcile::EventSink;
 use poolwright::reconcile::{Executor, Tick};
 use poolwright::rollout::{Budget, Settings};
-use poolwright::spec::types::{Disruption, Distribution, OnDrainTimeout, OnFailure, SimProvider};
+use poolwright::spec::types::{Distribution, OnDrainTimeout, OnFailure, SimProvider};
 use poolwright::spec::values::Duration;
 use poolwright::store::Journal;
 
@@ -79,7 +79,9 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
-        batch_synchronous: batch,
+        waves: batch,
+        semantics: Default::default(),
+        disruption: Default::default(),
     };
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::new(dir.path());
@@ -95,7 +97,6 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
             &journal,
             &events,
             clock.as_ref(),
-            Disruption::default(),
         ))
         .unwrap();
     let start = clock.now();

@@ -213,14 +213,19 @@ async fn play_controllers(
         if all_up {
             fewest.fetch_min(up, Ordering::SeqCst);
         }
-        // The disruption controller.
-        let generation = pdbs
-            .get("web")
-            .await
-            .unwrap()
-            .metadata
-            .generation
-            .unwrap_or(1);
+        // The disruption controller (the budget's minimum may be edited).
+        let current = pdbs.get("web").await.unwrap();
+        let generation = current.metadata.generation.unwrap_or(1);
+        let min_available = current
+            .spec
+            .as_ref()
+            .and_then(|s| s.min_available.as_ref())
+            .map_or(min_available, |m| match m {
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => i64::from(*n),
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(_) => {
+                    min_available
+                }
+            });
         let status = serde_json::json!({"status": {
             "observedGeneration": generation,
             "disruptionsAllowed": (up - min_available).max(0),
@@ -326,6 +331,88 @@ fn stuck_drain(on_timeout: &str) -> (World, bool, String, tokio::runtime::Runtim
     let (ok, text) = w.apply();
     let (_, rt) = running.finish();
     (w, ok, text, rt)
+}
+
+/// Issue 14 1d, as measured: after a drain timed out (`onTimeout: fail`, a PDB
+/// allowing nothing), the operator relaxes the PDB and runs `poolwright rollout
+/// resume` then `apply`, as poolwright's message advises: the rollout must
+/// finish (it used to sit at its maximum with the failed drain's mark, forever).
+/// And an `apply` on the Degraded pool, before the resume, must change nothing.
+#[test]
+fn resuming_after_a_drain_timeout_finishes_the_rollout() {
+    let drain = "{timeout: 4s, onTimeout: fail}";
+    let w = World::new(drain);
+    let running = w.prepare(drain, REPLICAS);
+    let (ok, text) = w.apply();
+    assert!(!ok && text.contains("Degraded"), "{text}");
+    assert_eq!(w.count("degraded"), 1);
+
+    // Applying again changes nothing while the rollout waits for a human.
+    let before = w.events().len();
+    let (ok, text) = w.apply();
+    assert!(!ok, "{text}");
+    assert!(text.contains("rollout resume web"), "{text}");
+    let after: Vec<Value> = w.events()[before..].to_vec();
+    assert!(
+        after.iter().all(|e| !matches!(
+            e["event"].as_str(),
+            Some("pool_scaled" | "node_create_requested" | "terminate_requested" | "drain_started")
+        )),
+        "an apply on a Degraded pool acted: {after:#?}"
+    );
+
+    // The operator relaxes the budget, resumes, applies.
+    running.rt.block_on(async {
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.cp.client().await, "default");
+        let patch = serde_json::json!({"spec": {"minAvailable": REPLICAS - 1}});
+        pdbs.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    });
+    let o = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .args(["rollout", "resume", "web"])
+        .current_dir(w.dir.path())
+        .env("POOLWRIGHT_STATE_DIR", w.dir.path().join("state"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("tried again"), "{said}");
+    let mut apply = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .args([
+            "apply",
+            "config",
+            "--auto-approve",
+            "--events",
+            "events.jsonl",
+        ])
+        .current_dir(w.dir.path())
+        .env("POOLWRIGHT_STATE_DIR", w.dir.path().join("state"))
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = apply.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = apply.kill();
+            let tail: Vec<Value> = w.events().into_iter().rev().take(8).collect();
+            panic!(
+                "apply did not finish within 2 minutes after the resume; last events: {tail:#?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (fewest, rt) = running.finish();
+    assert!(status.success(), "the resumed apply failed");
+    assert_eq!(w.count("rollout_completed"), 1);
+    assert_eq!(w.count("terminate_requested"), 4, "every old node replaced");
+    assert!(fewest >= REPLICAS - 1, "the relaxed PDB held: {fewest}");
+    assert_eq!(cordoned(&rt, &w.cp), 0, "no node is left cordoned");
 }
 
 fn cordoned(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> usize {

@@ -86,7 +86,11 @@ fn status(journal: &Journal, pool: &str, rt: &tokio::runtime::Runtime) -> anyhow
     println!("nodepool.{pool}: {}", describe(&r.status));
     println!(
         "  target template {}, size {}, surge {}, unavailable {}, floor {}",
-        r.target, s.size, s.budget.surge, s.budget.unavailable, r.floor
+        r.target,
+        s.size,
+        s.budget.surge,
+        s.budget.unavailable,
+        r.floor()
     );
     println!(
         "  started {}, {} old node(s) removed, {} failure(s)",

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::saved::SavedPlan;
 use super::{Common, Output, exit};
 use crate::clock::{Clock, SystemClock};
+use crate::model::EventKind;
 use crate::plan::render::{Source, Style, render_json, render_text};
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
@@ -67,11 +68,7 @@ pub(super) async fn snapshot(
     let providers = Providers::build(&config, &state.root, clock.clone());
     let inventory = Inventory::load(&state.inventory())?;
     let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
-    observed.rollouts_in_progress = Journal::new(state.journal_dir())
-        .all()
-        .await?
-        .into_keys()
-        .collect();
+    observed.rollouts = Journal::new(state.journal_dir()).all().await?;
     Ok(Snapshot {
         config,
         providers,
@@ -113,7 +110,7 @@ fn record_overrides(
         sink.emit(crate::reconcile::Event {
             ts: record.at,
             pool: p.pool.clone(),
-            event: "disruption_policy_overridden",
+            event: EventKind::DisruptionPolicyOverridden,
             node: None,
             counts: None,
             message: format!("{policy} by {by}: {reason:?}"),
@@ -166,7 +163,7 @@ pub(super) fn plan(
             eprintln!("error: nodepool.{}: {}", p.pool, p.reason);
         }
         exit::FAILED
-    } else if detailed_exitcode && plan.has_changes() {
+    } else if detailed_exitcode && plan.differs() {
         2
     } else {
         exit::OK
@@ -277,8 +274,26 @@ pub(super) fn apply(
     {
         anyhow::bail!("nodepool.{}: {}; nothing was changed", p.pool, p.reason);
     }
+    // Pools whose rollout waits for a human are not acted on; apply says so
+    // and fails, so that an unattended run does not look converged.
+    let waiting: Vec<String> = plan
+        .pools
+        .iter()
+        .filter_map(|p| {
+            p.waiting
+                .as_ref()
+                .map(|w| format!("nodepool.{}: {w}", p.pool))
+        })
+        .collect();
     if !plan.has_changes() {
-        return Ok(exit::OK);
+        for w in &waiting {
+            eprintln!("error: {w}");
+        }
+        return Ok(if waiting.is_empty() {
+            exit::OK
+        } else {
+            exit::FAILED
+        });
     }
     if !auto_approve && !confirm()? {
         println!("\nApply cancelled.");
@@ -337,17 +352,17 @@ pub(super) fn apply(
         );
         return Ok(exit::FAILED);
     }
-    for e in &outcome.errors {
+    for e in outcome.errors.iter().chain(&waiting) {
         eprintln!("error: {e}");
     }
-    if outcome.is_ok() {
+    if outcome.is_ok() && waiting.is_empty() {
         println!("\nApply complete: {} step(s) done.", outcome.steps_done);
         Ok(exit::OK)
     } else {
         println!(
-            "\nApply stopped: {} step(s) done, {} pool(s) failed (see the errors above).",
+            "\nApply stopped: {} step(s) done, {} pool(s) failed or waiting for a human (see the errors above).",
             outcome.steps_done,
-            outcome.errors.len()
+            outcome.errors.len() + waiting.len()
         );
         Ok(exit::FAILED)
     }

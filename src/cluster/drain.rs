@@ -51,12 +51,10 @@ impl KubeDrainer {
             .items
             .iter()
             .filter(|pdb| {
-                let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-                    return false;
-                };
-                sel.match_labels
+                pdb.spec
                     .as_ref()
-                    .is_some_and(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)))
+                    .and_then(|s| s.selector.as_ref())
+                    .is_some_and(|sel| selects(sel, &labels))
             })
             .map(|pdb| {
                 let allowed = pdb
@@ -182,5 +180,80 @@ impl Drainer for KubeDrainer {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether a label selector (`matchLabels` and `matchExpressions`, as
+/// Kubernetes evaluates them) selects a pod with `labels`. An empty selector
+/// selects everything, as a PodDisruptionBudget's does.
+pub fn selects(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let by_labels = sel
+        .match_labels
+        .as_ref()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let by_expressions = sel.match_expressions.as_ref().is_none_or(|exprs| {
+        exprs.iter().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                // An operator this release does not know selects nothing,
+                // so a budget is never claimed for a pod it may not cover.
+                _ => false,
+            }
+        })
+    });
+    by_labels && by_expressions
+}
+
+#[cfg(test)]
+mod selector_tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    use super::selects;
+
+    #[test]
+    fn match_labels_and_match_expressions_select_as_kubernetes_does() {
+        let labels = [
+            ("app".to_string(), "web".to_string()),
+            ("tier".to_string(), "edge".to_string()),
+        ]
+        .into();
+        let sel =
+            |json: serde_json::Value| -> LabelSelector { serde_json::from_value(json).unwrap() };
+        let cases = [
+            (serde_json::json!({}), true),
+            (serde_json::json!({"matchLabels": {"app": "web"}}), true),
+            (serde_json::json!({"matchLabels": {"app": "api"}}), false),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}),
+                true,
+            ),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}),
+                false,
+            ),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}),
+                true,
+            ),
+            (
+                serde_json::json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["db"]}]}),
+                false,
+            ),
+        ];
+        for (json, want) in cases {
+            assert_eq!(selects(&sel(json.clone()), &labels), want, "{json}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::RwLock;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::model::TemplateHash;
+use crate::model::{EventKind, TemplateHash};
 use crate::plan::render::Revision;
 use crate::reconcile::{Counts, Event};
 
@@ -341,7 +341,7 @@ impl Board {
                     last_event_at: e.ts,
                 });
             }
-            if e.event == "step_failed" {
+            if e.event == EventKind::StepFailed {
                 p.last_error = Some(LastError {
                     at: e.ts,
                     message: e.message.clone(),

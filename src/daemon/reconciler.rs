@@ -19,6 +19,7 @@ use super::metrics::{
 };
 use super::source::ConfigSource;
 use crate::clock::Clock;
+use crate::model::EventKind;
 use crate::model::{NodeState, PoolSpec};
 use crate::plan::render::{Revision, Source, Style, render_text};
 use crate::plan::{self, Headline, Plan, PlanOptions, PoolPlan};
@@ -170,6 +171,10 @@ pub struct Reconciler {
     finished: HashMap<String, (String, Timestamp)>,
     /// Since when each pool has been blocked by its disruption policy.
     blocked_since: HashMap<String, Timestamp>,
+    /// Pools whose block this daemon announced itself (no rollout under way
+    /// to announce it): only these get the daemon's `resumed_in_window`; the
+    /// executor reports its own, so each reopening is told once.
+    announced_blocked: std::collections::HashSet<String>,
     semaphore: Arc<Semaphore>,
     done_tx: mpsc::UnboundedSender<Done>,
     last_logged_plan: Option<String>,
@@ -213,6 +218,7 @@ impl Reconciler {
             deferred: HashMap::new(),
             finished: HashMap::new(),
             blocked_since: HashMap::new(),
+            announced_blocked: Default::default(),
             done_tx,
             last_logged_plan: None,
             latest_plan: Arc::new(Mutex::new(None)),
@@ -303,7 +309,7 @@ impl Reconciler {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut observed = observe(&config, &inventory, &providers, self.clock.as_ref()).await;
-        observed.rollouts_in_progress = journals.keys().cloned().collect();
+        observed.rollouts = journals.clone();
         let now = self.clock.now();
         let plan = plan::plan(
             &config,
@@ -612,10 +618,13 @@ impl Reconciler {
                 self.blocked_since.insert(pool.to_string(), now);
             } else {
                 self.blocked_since.remove(pool);
+                if !self.announced_blocked.remove(pool) {
+                    return self.metrics.blocked_seconds.get_or_create(&labels).get();
+                }
                 self.events.emit(crate::reconcile::Event {
                     ts: now,
                     pool: pool.to_string(),
-                    event: "resumed_in_window",
+                    event: EventKind::ResumedInWindow,
                     node: None,
                     counts: None,
                     message: "the disruption policy allows disruptive steps again".into(),
@@ -637,21 +646,23 @@ impl Reconciler {
         revision: Option<&Revision>,
         now: Timestamp,
     ) {
-        let key = config
-            .pools
-            .get(&p.pool)
-            .map(|e| serde_json::to_string(&PoolSpec::from_doc(&e.doc)).unwrap_or_default())
-            .unwrap_or_else(|| "absent".to_string());
+        // What the worker is asked to do: the pool's planned work, settings
+        // included, without what merely moves while it works. A change of it
+        // (a new template, a new budget, a lowered maxUnavailable) stops the
+        // running worker at its next safe point and starts one that carries on
+        // with the new plan.
+        let key = plan::work_key(p);
         let rev = revision.map(Revision::short);
         let blocked_now = p.blocked.is_some();
         // A rollout already under way reports its own block (the executor's event).
         let rolling = journal.is_some();
         if blocked_now && !rolling && !self.blocked_since.contains_key(&p.pool) {
+            self.announced_blocked.insert(p.pool.clone());
             let b = p.blocked.as_ref().expect("checked");
             self.events.emit(crate::reconcile::Event {
                 ts: now,
                 pool: p.pool.clone(),
-                event: "blocked_by_policy",
+                event: EventKind::BlockedByPolicy,
                 node: None,
                 counts: None,
                 message: match b.until {
@@ -695,23 +706,6 @@ impl Reconciler {
                 s.message = message;
             })
         };
-        match p.headline {
-            Headline::Error => {
-                set(PoolState::Error, p.reason.clone());
-                board.pool(&p.pool, &p.provider, |s| {
-                    s.last_error = Some(LastError {
-                        at: now,
-                        message: p.reason.clone(),
-                    })
-                });
-                return;
-            }
-            Headline::LeftAlone => {
-                set(PoolState::LeftAlone, p.reason.clone());
-                return;
-            }
-            _ => {}
-        }
         // A rollout waiting for a human is shown as such and left alone.
         if let Some(r) = &journal {
             match &r.status {
@@ -747,6 +741,23 @@ impl Reconciler {
                 }
                 _ => {}
             }
+        }
+        match p.headline {
+            Headline::Error => {
+                set(PoolState::Error, p.reason.clone());
+                board.pool(&p.pool, &p.provider, |s| {
+                    s.last_error = Some(LastError {
+                        at: now,
+                        message: p.reason.clone(),
+                    })
+                });
+                return;
+            }
+            Headline::LeftAlone => {
+                set(PoolState::LeftAlone, p.reason.clone());
+                return;
+            }
+            _ => {}
         }
         if !p.has_changes() {
             match &p.blocked {
@@ -958,8 +969,8 @@ impl Reconciler {
                 ts: now,
                 pool: pool.to_string(),
                 event: match action {
-                    ControlAction::Pause => "rollout_paused",
-                    ControlAction::Resume => "rollout_resumed",
+                    ControlAction::Pause => EventKind::RolloutPaused,
+                    ControlAction::Resume => EventKind::RolloutResumed,
                 },
                 node: None,
                 counts: None,

@@ -5,6 +5,7 @@
 //! These are plain data (no positions, no provider SDK types), so they cross the
 //! HTTP plug-in boundary as JSON unchanged.
 
+pub mod events;
 pub mod inventory;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use sha2::{Digest, Sha256};
 // The spec's launch template reference and taint are plain data already.
 use crate::spec::types::NodePoolDoc;
 pub use crate::spec::types::{LaunchTemplateRef as LaunchTemplate, Taint};
+pub use events::EventKind;
 
 /// Identifies the disruptive part of a template. A node whose hash differs from
 /// its pool's desired hash is outdated and must be replaced.

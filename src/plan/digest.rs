@@ -50,12 +50,48 @@ pub fn observed_digest(observed: &Observed) -> String {
             h.update(t.to_le_bytes());
         }
     }
-    for pool in &observed.rollouts_in_progress {
+    for (pool, journal) in &observed.rollouts {
         h.update(pool.as_bytes());
+        match journal {
+            Ok(r) => {
+                h.update(r.target.0.to_le_bytes());
+                h.update(serde_json::to_vec(&r.status).unwrap_or_default());
+            }
+            Err(e) => h.update(e.as_bytes()),
+        }
     }
     for (provider, err) in &observed.unreachable {
         h.update(provider.as_bytes());
         h.update(err.as_bytes());
+    }
+    hex(&h.finalize())
+}
+
+/// What a pool's worker is asked to do, without what merely moves while it
+/// works (observed sizes, how many nodes are still outdated): the daemon
+/// starts a new worker, superseding the running one, only when this changes,
+/// and it does change when the resolved settings do.
+pub fn work_key(p: &super::PoolPlan) -> String {
+    use super::Step;
+    let mut h = Sha256::new();
+    h.update(p.pool.as_bytes());
+    h.update(p.provider.as_bytes());
+    for step in &p.steps {
+        let stable = match step {
+            Step::Roll {
+                size,
+                template,
+                settings,
+                ..
+            } => {
+                serde_json::json!({"roll": {"size": size, "template": template.hash(), "settings": settings}})
+            }
+            Step::Scale { to, settings, .. } => {
+                serde_json::json!({"scale": {"to": to, "settings": settings}})
+            }
+            other => serde_json::to_value(other).unwrap_or_default(),
+        };
+        h.update(serde_json::to_vec(&stable).unwrap_or_default());
     }
     hex(&h.finalize())
 }

@@ -10,13 +10,14 @@ mod planner;
 pub mod render;
 
 pub use attributes::{AttrChange, Value};
-pub use digest::{config_digest, observed_digest};
+pub use digest::{config_digest, observed_digest, work_key};
 pub use planner::{Observed, PlanOptions, plan};
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateHash};
-use crate::rollout::{Budget, Strategy};
+use crate::rollout::{Budget, Settings, Strategy};
+use crate::spec::types::{ChangeClass, Semantics};
 
 /// Version of the JSON forms (`plan --output json` and saved plans).
 pub const FORMAT_VERSION: u32 = 1;
@@ -61,9 +62,13 @@ pub enum Step {
     SetBounds {
         to: Option<Bounds>,
     },
+    /// Set the size. Growing launches nodes; shrinking goes through the
+    /// rollout executor with `settings` (victims drained, the budget held).
     Scale {
         from: u32,
         to: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<Box<Settings>>,
     },
     UpdateInPlace {
         to: InPlace,
@@ -72,11 +77,14 @@ pub enum Step {
         to: NodeTemplate,
     },
     /// Replace outdated nodes through the rollout executor, converging on
-    /// `size` nodes of `template`.
+    /// `size` nodes of `template`, with the resolved `settings` (budget,
+    /// health, drain, canary, checkpoints, onFailure, the disruption rules):
+    /// the executor sets the template and the size itself.
     Roll {
         outdated: u32,
         size: u32,
         template: Box<NodeTemplate>,
+        settings: Box<Settings>,
     },
 }
 
@@ -84,7 +92,7 @@ impl Step {
     /// Disruptive steps are subject to the disruption policy.
     pub fn is_disruptive(&self) -> bool {
         matches!(self, Step::Roll { .. } | Step::DeletePool)
-            || matches!(self, Step::Scale { from, to } if to < from)
+            || matches!(self, Step::Scale { from, to, .. } if to < from)
     }
 }
 
@@ -101,6 +109,18 @@ pub struct RolloutPlan {
     pub estimated_waves: u32,
     pub from_templates: Vec<TemplateHash>,
     pub to_template: TemplateHash,
+    /// Whose rules resolved the budget.
+    #[serde(default)]
+    pub semantics: Semantics,
+    /// What kind of change the roll makes (for `disruption.appliesTo`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ChangeClass>,
+    /// Old nodes are reimaged in place rather than replaced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reimage: bool,
+    /// Replaced in waves rather than pipelined.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waves: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +151,9 @@ pub struct Drift {
 pub struct PoolPlan {
     pub pool: String,
     pub provider: String,
+    /// The `Cluster` its nodes are cordoned, drained and gated on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub headline: Headline,
     /// Why, in one sentence.
     pub reason: String,
@@ -150,6 +173,14 @@ pub struct PoolPlan {
     /// emergency override lets them start: what the policy says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_overridden: Option<String>,
+    /// Things a reviewer should know that change nothing (a budget another
+    /// service would refuse, a policy that does not hold this change).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Its rollout waits for a human (`poolwright rollout resume`): paused,
+    /// Degraded, or rolled back; nothing is done to it until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl PoolPlan {
@@ -168,6 +199,9 @@ pub struct Summary {
     pub roll: usize,
     pub roll_nodes: u64,
     pub blocked: usize,
+    /// Pools whose rollout waits for a human.
+    #[serde(default)]
+    pub waiting: usize,
     pub errors: usize,
 }
 
@@ -186,21 +220,23 @@ impl Plan {
                     _ => {}
                 }
             }
-            // A template change counts as a change of its own only when no roll
-            // carries it out now (blocked: only future nodes get it).
-            let rolls = p.steps.iter().any(|st| matches!(st, Step::Roll { .. }));
-            if p.steps.iter().any(|st| match st {
-                Step::SetBounds { .. }
-                | Step::Scale { .. }
-                | Step::UpdateInPlace { .. }
-                | Step::Adopt => true,
-                Step::SetTemplate { .. } => !rolls,
-                _ => false,
+            if p.steps.iter().any(|st| {
+                matches!(
+                    st,
+                    Step::SetBounds { .. }
+                        | Step::Scale { .. }
+                        | Step::UpdateInPlace { .. }
+                        | Step::Adopt
+                        | Step::SetTemplate { .. }
+                )
             }) {
                 s.change += 1;
             }
             if p.blocked.is_some() {
                 s.blocked += 1;
+            }
+            if p.waiting.is_some() {
+                s.waiting += 1;
             }
             if p.headline == Headline::Error {
                 s.errors += 1;
@@ -211,5 +247,13 @@ impl Plan {
 
     pub fn has_changes(&self) -> bool {
         self.pools.iter().any(PoolPlan::has_changes)
+    }
+
+    /// The desired state is not reached: steps to run, or steps held (by a
+    /// policy or for a human). What `--detailed-exitcode` reports as 2.
+    pub fn differs(&self) -> bool {
+        self.pools
+            .iter()
+            .any(|p| p.has_changes() || p.blocked.is_some() || p.waiting.is_some())
     }
 }

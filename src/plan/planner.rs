@@ -10,9 +10,9 @@ use super::{Blocked, Drift, Headline, Plan, PoolPlan, RolloutPlan, Step};
 use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
 use crate::policy::{self, Gate};
-use crate::rollout::{Budget, Strategy};
+use crate::rollout::{RolloutState, Settings, Status, Strategy, change};
 use crate::spec::Config;
-use crate::spec::types::{IgnoredAttribute, NodePoolDoc};
+use crate::spec::types::{ChangeClass, IgnoredAttribute, NodePoolDoc, Semantics};
 
 /// What the providers reported.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -21,9 +21,11 @@ pub struct Observed {
     pub pools: BTreeMap<String, ObservedPool>,
     /// Providers that could not be asked, with the error.
     pub unreachable: BTreeMap<String, String>,
-    /// Pools with a rollout journal: an earlier apply is mid-rollout, so their
-    /// surge nodes and template are poolwright's own doing, not drift.
-    pub rollouts_in_progress: BTreeSet<String>,
+    /// Each pool's rollout journal (an earlier apply is mid-rollout, or it
+    /// waits for a human), or why it cannot be read.
+    pub rollouts: BTreeMap<String, Result<RolloutState, String>>,
+    /// Providers that can reimage nodes in place.
+    pub reimaging: BTreeSet<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +68,7 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
     PoolPlan {
         pool: pool.to_string(),
         provider: provider.to_string(),
+        cluster: None,
         headline,
         reason: reason.into(),
         attributes: Vec::new(),
@@ -75,6 +78,8 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         drift: Vec::new(),
         prevent_destroy: false,
         policy_overridden: None,
+        notes: Vec::new(),
+        waiting: None,
     }
 }
 
@@ -206,6 +211,7 @@ fn plan_pool(
     }
     let mut p = base(name, provider, Headline::NoOp, "matches the desired state");
     p.prevent_destroy = doc.spec.lifecycle.prevent_destroy;
+    p.cluster = doc.spec.cluster_ref.as_ref().map(|c| c.value.clone());
 
     let Some(obs) = observed.pools.get(name) else {
         p.headline = Headline::Create;
@@ -276,11 +282,39 @@ fn plan_pool(
             &in_place,
         )),
     );
-    let resuming = observed.rollouts_in_progress.contains(name);
+    let journal = observed.rollouts.get(name);
+    // A journal that cannot be read: nothing is planned for the pool (a
+    // rollout might be in flight), and the plan says how to get out.
+    if let Some(Err(e)) = journal {
+        p.headline = Headline::Error;
+        p.reason = format!(
+            "{e}; nothing is done for this pool until the journal is repaired or removed. \
+             Check the pool first (`poolwright rollout status {name}` shows the journal's place); \
+             a removed journal makes the next apply start the rollout afresh from what the provider reports"
+        );
+        p.attributes.clear();
+        return p;
+    }
+    let journal = journal.and_then(|j| j.as_ref().ok());
+    // A rollout waiting for a human: nothing happens until `rollout resume`.
+    if let Some(r) = journal
+        && let Some(why) = waiting_for_a_human(r, hash, name)
+    {
+        p.headline = Headline::LeftAlone;
+        p.reason = why.clone();
+        p.waiting = Some(why);
+        return p;
+    }
+    let resuming = journal.is_some_and(|r| r.target == hash && !r.status.is_terminal());
     if let Some(last) = entry.and_then(|e| e.last_applied.as_ref())
         && !resuming
     {
         p.drift = drift(last, obs, doc, &spec);
+    }
+    if resuming {
+        // The surge of the rollout under way is its own doing, not a size
+        // change asked for: the roll converges on the target itself.
+        p.attributes.retain(|a| a.name != "size");
     }
 
     if obs.autoscaling != spec.autoscaling {
@@ -288,24 +322,23 @@ fn plan_pool(
             to: spec.autoscaling,
         });
     }
-    // New nodes (scale-up, replacements) must launch on the new template.
-    if obs.template.hash() != hash {
-        p.steps.push(Step::SetTemplate {
-            to: template.clone(),
-        });
-    }
-    if obs.size != target {
-        p.steps.push(Step::Scale {
-            from: obs.size,
-            to: target,
-        });
-    }
-    if obs.in_place != in_place {
-        p.steps.push(Step::UpdateInPlace { to: in_place });
-    }
     let outdated = obs.outdated(hash) as u32;
+    let settings = || {
+        let mut set = Settings::from_doc(doc, target);
+        // Yandex: with no expansion, nodes are updated in place where the
+        // provider can reimage.
+        if set.semantics == Semantics::Yandex
+            && set.budget.surge == 0
+            && observed.reimaging.contains(provider)
+        {
+            set.reimage = true;
+        }
+        Box::new(set)
+    };
     if outdated > 0 {
-        let budget = Budget::resolve(&doc.spec.rollout, target);
+        // The executor sets the template and converges on the size itself.
+        let set = settings();
+        let budget = set.budget;
         let mut from: Vec<TemplateHash> = obs
             .live_nodes()
             .map(|n| n.template)
@@ -314,6 +347,11 @@ fn plan_pool(
             .into_iter()
             .collect();
         from.dedup();
+        let classes = if obs.template.hash() != hash {
+            change::classify(&obs.template, &template)
+        } else {
+            ChangeClass::ALL.to_vec()
+        };
         p.rollout = Some(RolloutPlan {
             outdated,
             size: target,
@@ -323,20 +361,61 @@ fn plan_pool(
             estimated_waves: outdated.div_ceil(budget.concurrency().max(1)),
             from_templates: from,
             to_template: hash,
+            semantics: set.semantics,
+            classes,
+            reimage: set.reimage,
+            waves: set.waves,
         });
+        if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
+            p.notes.push(format!(
+                "maxSurge + maxUnavailable is {} here: GKE would refuse more than 20 nodes at once (rollout.semantics: gke)",
+                budget.concurrency()
+            ));
+        }
         p.steps.push(Step::Roll {
             outdated,
             size: target,
             template: Box::new(template.clone()),
+            settings: set,
         });
+    } else {
+        // New nodes (scale-up) must launch on the new template.
+        if obs.template.hash() != hash {
+            p.steps.push(Step::SetTemplate {
+                to: template.clone(),
+            });
+        }
+        if obs.size != target {
+            p.steps.push(Step::Scale {
+                from: obs.size,
+                to: target,
+                settings: (target < obs.size).then(settings),
+            });
+        }
+    }
+    if obs.in_place != in_place {
+        p.steps.push(Step::UpdateInPlace { to: in_place });
     }
 
-    // Disruptive steps wait for the disruption policy; the others go ahead.
-    // An emergency override lets them start, and the plan says what it overrides.
+    // Disruptive steps wait for the disruption policy, for the change classes
+    // it applies to; the others go ahead. An emergency override lets them
+    // start, and the plan says what it overrides.
     if p.steps.iter().any(Step::is_disruptive)
         && let Gate::Closed { reason, opens } = policy::gate(&doc.spec.disruption, opts.now)
     {
-        if opts.override_disruption {
+        let classes = p
+            .rollout
+            .as_ref()
+            .map_or(vec![ChangeClass::Config], |r| r.classes.clone());
+        let held = doc.spec.disruption.applies_to(doc.spec.rollout.semantics());
+        if !change::applies(&classes, &held) {
+            let names: Vec<&str> = held.iter().map(|c| c.as_str()).collect();
+            p.notes.push(format!(
+                "{} not held: the {reason} applies to {} only",
+                change::describe(&classes),
+                names.join(", ")
+            ));
+        } else if opts.override_disruption {
             p.policy_overridden = Some(format!("{reason}, overridden"));
         } else {
             let tz = doc
@@ -350,24 +429,31 @@ fn plan_pool(
                 until: opens,
                 timezone: tz,
             });
+            // The template change waits with its roll: new nodes keep the
+            // current template until the roll may start.
             p.steps.retain(|s| !s.is_disruptive());
         }
     }
 
     let rolls = p.rollout.is_some();
-    let updates = p
-        .steps
-        .iter()
-        .any(|s| !matches!(s, Step::Roll { .. } | Step::SetTemplate { .. }));
+    let updates = p.steps.iter().any(|s| !matches!(s, Step::Roll { .. }));
     p.headline = match (rolls, p.rollout.as_ref().map(|r| r.strategy)) {
         (true, Some(Strategy::TerminateBeforeCreate)) => Headline::RollTerminateFirst,
         (true, _) => Headline::RollCreateFirst,
         (false, _) if updates || !p.steps.is_empty() => Headline::Update,
         _ => Headline::NoOp,
     };
+    let superseding = journal.is_some_and(|r| r.target != hash && !r.status.is_terminal());
     p.reason = match (&p.rollout, updates) {
         (Some(r), _) if resuming => format!(
-            "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template",
+            "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template (now {} nodes, converging on {})",
+            r.outdated,
+            obs.live_nodes().count(),
+            obs.size,
+            target
+        ),
+        (Some(r), _) if superseding => format!(
+            "{} of {} nodes run an outdated template; this supersedes a rollout to an earlier template, whose steps in flight finish first",
             r.outdated,
             obs.live_nodes().count()
         ),
@@ -380,6 +466,31 @@ fn plan_pool(
         (None, false) => "matches the desired state".into(),
     };
     p
+}
+
+/// Why a pool's rollout waits for a human, if it does: paused, Degraded, or
+/// rolled back from the template the files still ask for.
+fn waiting_for_a_human(r: &RolloutState, desired: TemplateHash, pool: &str) -> Option<String> {
+    let since = r
+        .status_since
+        .map(|t| format!(" since {t}"))
+        .unwrap_or_default();
+    match &r.status {
+        Status::Paused { reason } if r.target == desired => Some(format!(
+            "its rollout is paused{since} ({reason}); nothing is done until `poolwright rollout resume {pool}`"
+        )),
+        Status::Degraded { reason } if r.target == desired => Some(format!(
+            "its rollout is Degraded{since}: {reason}. Nothing is done until `poolwright rollout resume {pool}` (after looking into it)"
+        )),
+        Status::RolledBack { failed, reason } if *failed == desired => Some(format!(
+            "the rollout to template {failed} was rolled back{}: {reason}. Nothing will happen: \
+             `poolwright rollout resume {pool}` allows the template to be tried again (or change the desired state)",
+            r.status_since
+                .map(|t| format!(" at {t}"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
 }
 
 /// What changed outside poolwright since it last applied.

@@ -304,9 +304,15 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         render_attributes(&mut out, style, &p.attributes);
         let _ = writeln!(out, "    }}");
         if let Some(r) = &p.rollout {
+            let how = match (r.reimage, r.waves) {
+                (true, _) => ", reimaged in place",
+                (false, true) => ", in waves",
+                (false, false) => "",
+            };
             let _ = writeln!(
                 out,
-                "    rollout: {}, surge {}, unavailable {}, bounds [{}, {}], {} node(s) in ~{} wave(s)",
+                "    rollout ({} semantics): {}{how}, surge {}, unavailable {}, bounds [{}, {}], {} node(s) in ~{} wave(s)",
+                r.semantics.as_str(),
                 r.strategy.as_str(),
                 r.budget.surge,
                 r.budget.unavailable,
@@ -315,6 +321,9 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 r.outdated,
                 r.estimated_waves
             );
+        }
+        for n in &p.notes {
+            let _ = writeln!(out, "    note: {n}");
         }
         if let Some(o) = &p.policy_overridden {
             let _ = writeln!(
@@ -334,7 +343,7 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 out,
                 "    {}",
                 style.yellow(&format!(
-                    "{}{until}; disruptive steps wait, the others proceed",
+                    "{}{until}; the roll (and its template change) waits, the other changes proceed",
                     b.reason
                 ))
             );
@@ -353,7 +362,7 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 footer(&s)
             ))
         );
-    } else if !plan.has_changes() && s.blocked == 0 {
+    } else if !plan.differs() {
         let _ = writeln!(out, "No changes. The pools match the desired state.");
     } else {
         let _ = writeln!(out, "{}", style.bold(&footer(&s)));
@@ -373,6 +382,13 @@ pub fn footer(s: &Summary) -> String {
     );
     if s.blocked > 0 {
         let _ = write!(text, " {} pool(s) blocked by disruption policy.", s.blocked);
+    }
+    if s.waiting > 0 {
+        let _ = write!(
+            text,
+            " {} pool(s) waiting for `poolwright rollout resume`.",
+            s.waiting
+        );
     }
     text
 }
@@ -399,6 +415,12 @@ struct JsonPool<'a> {
     after: serde_json::Map<String, serde_json::Value>,
     rollout: &'a Option<super::RolloutPlan>,
     blocked: &'a Option<super::Blocked>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: &'a Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    error: bool,
     drift: &'a [super::Drift],
     steps: &'a [super::Step],
 }
@@ -434,6 +456,9 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
                 after: side(|a| &a.after),
                 rollout: &p.rollout,
                 blocked: &p.blocked,
+                waiting: &p.waiting,
+                notes: &p.notes,
+                error: p.headline == Headline::Error,
                 drift: &p.drift,
                 steps: &p.steps,
             }

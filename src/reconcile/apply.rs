@@ -9,7 +9,7 @@ use super::executor::Executor;
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
-use crate::model::PoolSpec;
+use crate::model::{EventKind, PoolSpec};
 use crate::plan::{Plan, PoolPlan, Step};
 use crate::provider::{OpKey, Provider, Providers};
 use crate::rollout::{Settings, Status};
@@ -59,24 +59,24 @@ pub fn describe_step(step: &Step) -> String {
             Some(b) => format!("set autoscaling bounds {}..{}", b.min, b.max),
             None => "remove autoscaling bounds".into(),
         },
-        Step::Scale { from, to } => format!("scale {from} -> {to}"),
+        Step::Scale { from, to, .. } => format!("scale {from} -> {to}"),
         Step::UpdateInPlace { .. } => "update labels/annotations/taints/tags in place".into(),
         Step::SetTemplate { to } => format!("set template {}", to.hash()),
         Step::Roll { outdated, .. } => format!("roll {outdated} outdated node(s)"),
     }
 }
 
-fn event_name(step: &Step) -> &'static str {
+fn event_name(step: &Step) -> EventKind {
     match step {
-        Step::CreatePool { .. } => "pool_created",
-        Step::DeletePool => "pool_deleted",
-        Step::Forget => "pool_forgotten",
-        Step::Adopt => "pool_adopted",
-        Step::SetBounds { .. } => "bounds_set",
-        Step::Scale { .. } => "pool_scaled",
-        Step::UpdateInPlace { .. } => "updated_in_place",
-        Step::SetTemplate { .. } => "template_set",
-        Step::Roll { .. } => "rollout_completed",
+        Step::CreatePool { .. } => EventKind::PoolCreated,
+        Step::DeletePool => EventKind::PoolDeleted,
+        Step::Forget => EventKind::PoolForgotten,
+        Step::Adopt => EventKind::PoolAdopted,
+        Step::SetBounds { .. } => EventKind::BoundsSet,
+        Step::Scale { .. } => EventKind::PoolScaled,
+        Step::UpdateInPlace { .. } => EventKind::UpdatedInPlace,
+        Step::SetTemplate { .. } => EventKind::TemplateSet,
+        Step::Roll { .. } => EventKind::RolloutCompleted,
     }
 }
 
@@ -115,6 +115,20 @@ async fn pool_steps(
         .get(&p.provider)
         .cloned()
         .ok_or_else(|| format!("{who}: provider {:?} is not available", p.provider))?;
+    // Counts in events are the cluster's view when the pool has one (a
+    // cordoned Node is not available, whatever the provider says).
+    let counting = match &p.cluster {
+        Some(_)
+            if p.steps
+                .iter()
+                .any(|s| matches!(s, Step::Roll { .. } | Step::Scale { .. })) =>
+        {
+            attach_cluster(p, provider.clone(), ctx)
+                .await
+                .map_or_else(|_| provider.clone(), |(view, _)| view)
+        }
+        _ => provider.clone(),
+    };
     for step in &p.steps {
         if ctx.stop.is_requested() {
             break;
@@ -125,7 +139,7 @@ async fn pool_steps(
             .map_err(|e| format!("{who}: {}: {e}", describe_step(step)))?;
         (ctx.progress)(&format!("{who}: {}...", describe_step(step)));
         let result = run_step(p, step, provider.as_ref(), ctx).await;
-        let counts = counts_after(provider.as_ref(), p).await;
+        let counts = counts_after(counting.as_ref(), p).await;
         match result {
             Ok(StepEnd::Waiting(event, message)) => {
                 // Not done: say so (never "completed"), and leave the rest of
@@ -159,7 +173,7 @@ async fn pool_steps(
                 ctx.events.emit(Event {
                     ts: ctx.clock.now(),
                     pool: p.pool.clone(),
-                    event: "step_failed",
+                    event: EventKind::StepFailed,
                     node: None,
                     counts,
                     message: text.clone(),
@@ -214,7 +228,7 @@ enum StepEnd {
     Done,
     /// The executor stopped before converging: waiting on the disruption
     /// policy, or asked to stop. The journal carries the rollout on.
-    Waiting(&'static str, String),
+    Waiting(EventKind, String),
 }
 
 async fn run_step(
@@ -225,12 +239,6 @@ async fn run_step(
 ) -> Result<StepEnd, String> {
     let pool = p.pool.as_str();
     let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
-    // With a roll, the executor owns the template change (so it knows what to
-    // roll back to) and the size (it creates up to the target itself).
-    let rolls = p.steps.iter().any(|s| matches!(s, Step::Roll { .. }));
-    if rolls && matches!(step, Step::SetTemplate { .. } | Step::Scale { .. }) {
-        return Ok(StepEnd::Done);
-    }
     let done = |r: Result<(), String>| r.map(|()| StepEnd::Done);
     // Pool-level calls are absolute ("hold 5 nodes", "this template"): one key
     // per step, reused by its retries; a resumed apply plans again from what
@@ -308,7 +316,7 @@ async fn run_step(
                 .map_err(err),
         ),
         // Growing launches nodes on the current template: nothing disrupts.
-        Step::Scale { from, to } if to >= from => done(
+        Step::Scale { from, to, .. } if to >= from => done(
             with_retry(ctx.clock, || provider.set_size(pool, *to, key))
                 .await
                 .map_err(err),
@@ -323,13 +331,13 @@ async fn run_step(
                 .await
                 .map_err(err),
         ),
-        Step::Roll { size, template, .. } => {
-            roll(p, provider_of(ctx, p)?, (**template).clone(), *size, ctx).await
-        }
+        Step::Roll {
+            template, settings, ..
+        } => roll(p, (**template).clone(), (**settings).clone(), ctx).await,
         // Shrinking goes through the executor too: victims are drained first and
-        // the budget holds. When the pool also rolls, the roll converges on the
-        // new size itself.
-        Step::Scale { to, .. } => {
+        // the budget holds. (When the pool also rolls, the roll converges on
+        // the new size itself, and no Scale step is planned beside it.)
+        Step::Scale { to, settings, .. } => {
             let names = [pool.to_string()];
             let current = with_retry(ctx.clock, || provider.describe_pools(&names))
                 .await
@@ -337,7 +345,10 @@ async fn run_step(
                 .into_iter()
                 .next()
                 .ok_or_else(|| format!("pool {pool} no longer exists"))?;
-            roll(p, provider_of(ctx, p)?, current.template, *to, ctx).await
+            let settings = settings.as_deref().cloned().ok_or_else(|| {
+                format!("the plan's scale-down to {to} carries no rollout settings; plan again")
+            })?;
+            roll(p, current.template, settings, ctx).await
         }
     }
 }
@@ -352,25 +363,19 @@ fn provider_of(
         .ok_or_else(|| format!("provider {:?} is not available", p.provider))
 }
 
-/// Run the shared rollout executor until the pool converges, stops for a
-/// human, or waits on the disruption policy with nothing in flight.
+/// Run the shared rollout executor, with the settings the plan carries, until
+/// the pool converges, stops for a human, or waits on the disruption policy
+/// with nothing in flight.
 async fn roll(
     p: &PoolPlan,
-    provider: std::sync::Arc<dyn Provider>,
     template: crate::model::NodeTemplate,
-    size: u32,
+    settings: Settings,
     ctx: &ApplyContext<'_>,
 ) -> Result<StepEnd, String> {
-    let entry = ctx
-        .config
-        .pools
-        .get(&p.pool)
-        .ok_or_else(|| format!("{} is not in the desired state", p.pool))?;
-    let doc = &entry.doc;
-    let (provider, drainer) = attach_cluster(p, doc, provider, ctx).await?;
-    if doc.spec.rollout.reimage.value && !provider.capabilities().reimage {
+    let (provider, drainer) = attach_cluster(p, provider_of(ctx, p)?, ctx).await?;
+    if settings.reimage && !provider.capabilities().reimage {
         return Err(format!(
-            "rollout.reimage is set, but provider {:?} cannot reimage nodes; no node was replaced",
+            "the roll reimages nodes in place, but provider {:?} cannot reimage nodes; no node was replaced",
             p.provider
         ));
     }
@@ -378,13 +383,12 @@ async fn roll(
     let mut rollout = Executor::start(
         &p.pool,
         template,
-        Settings::from_doc(doc, size),
+        settings,
         provider,
         drainer,
         ctx.journal,
         ctx.events,
         ctx.clock,
-        doc.spec.disruption.clone(),
     )
     .await?;
     rollout.override_policy = ctx.override_policy;
@@ -392,11 +396,11 @@ async fn roll(
     match rollout.run(poll).await? {
         Status::Completed => Ok(StepEnd::Done),
         Status::Running if ctx.stop.is_requested() => Ok(StepEnd::Waiting(
-            "rollout_stopped",
+            EventKind::RolloutStopped,
             "stopped at a safe point; the journal resumes the rollout".into(),
         )),
         Status::Running => Ok(StepEnd::Waiting(
-            "rollout_waiting",
+            EventKind::RolloutWaiting,
             "waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows".into(),
         )),
         Status::RolledBack { reason, .. } => Err(format!("rolled back: {reason}")),
@@ -415,7 +419,6 @@ async fn roll(
 /// Kubernetes Ready, and nodes are cordoned and drained through the Eviction API.
 async fn attach_cluster(
     p: &PoolPlan,
-    doc: &crate::spec::types::NodePoolDoc,
     provider: std::sync::Arc<dyn Provider>,
     ctx: &ApplyContext<'_>,
 ) -> Result<
@@ -425,7 +428,7 @@ async fn attach_cluster(
     ),
     String,
 > {
-    let Some(name) = &doc.spec.cluster_ref else {
+    let Some(name) = &p.cluster else {
         return Ok((provider, ctx.providers.drainer(&p.provider)));
     };
     let attached =

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::model::{NodeState, ObservedPool, TemplateHash};
+use crate::model::{EventKind, NodeState, ObservedPool, TemplateHash};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Counts {
@@ -36,7 +36,7 @@ impl Counts {
 pub struct Event {
     pub ts: jiff::Timestamp,
     pub pool: String,
-    pub event: &'static str,
+    pub event: EventKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,7 +106,7 @@ impl EventSink {
         let counts = event.counts.unwrap_or_default();
         tracing::info!(
             pool = %event.pool,
-            event = event.event,
+            event = event.event.as_str(),
             node = event.node.as_deref().unwrap_or(""),
             desired = counts.desired,
             total = counts.total,

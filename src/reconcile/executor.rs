@@ -10,13 +10,11 @@ use super::events::{Counts, Event, EventSink};
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
-use crate::model::{NodeTemplate, ObservedPool};
-use crate::policy;
+use crate::model::{EventKind, NodeTemplate, ObservedPool};
 use crate::provider::{Drainer, ErrorKind, Provider};
-use crate::rollout::decide::{Action, Inputs, Note, begin, decide, is_available};
+use crate::rollout::decide::{Action, Inputs, Note, Outcome, absorb, begin, decide, is_available};
 use crate::rollout::state::PendingCreate;
 use crate::rollout::{Mark, RolloutState, Settings, Status};
-use crate::spec::types::Disruption;
 use crate::store::Journal;
 
 /// Everything a rollout acts through.
@@ -26,7 +24,6 @@ pub struct Executor<'a> {
     pub journal: &'a Journal,
     pub events: &'a EventSink,
     pub clock: &'a dyn Clock,
-    pub disruption: Disruption,
     /// Emergency override of the disruption policy.
     pub override_policy: bool,
     /// When requested, `run` returns at the next safe point (between ticks).
@@ -47,7 +44,9 @@ pub enum Tick {
 
 impl<'a> Executor<'a> {
     /// Start a rollout of `pool` towards `desired`, resuming the journal's
-    /// rollout when it has the same target, superseding it otherwise.
+    /// rollout when it has the same target (with the settings given now: a
+    /// change of them reaches the rollout here, and is reported), superseding
+    /// it otherwise.
     #[allow(clippy::too_many_arguments)]
     pub async fn start(
         pool: &str,
@@ -58,16 +57,18 @@ impl<'a> Executor<'a> {
         journal: &'a Journal,
         events: &'a EventSink,
         clock: &'a dyn Clock,
-        disruption: Disruption,
     ) -> Result<Executor<'a>, String> {
         let observed = observe(provider.as_ref(), pool, clock).await?;
         let prior = journal.load(pool).await.map_err(|e| format!("{e:#}"))?;
         let target = desired.hash();
         let now = clock.now();
+        let mut changed = Vec::new();
+        let resumed = matches!(&prior, Some(p) if p.target == target && !p.status.is_terminal());
         let state = match prior {
             Some(p) if p.target == target && !p.status.is_terminal() => {
-                // The same rollout, interrupted: carry on with the current settings.
+                // The same rollout, interrupted: carry on with the settings in force.
                 let mut p = p;
+                changed = settings.changes_from(&p.settings);
                 p.settings = settings;
                 p
             }
@@ -100,7 +101,6 @@ impl<'a> Executor<'a> {
             journal,
             events,
             clock,
-            disruption,
             override_policy: false,
             stop: None,
             state,
@@ -114,18 +114,35 @@ impl<'a> Executor<'a> {
                 .map_err(|e| format!("{pool}: {e}"))?;
         }
         r.save().await?;
+        if !changed.is_empty() {
+            r.emit(
+                EventKind::RolloutSettingsChanged,
+                None,
+                Some(&observed),
+                format!(
+                    "{}; steps in flight finish, the next ones follow the new settings",
+                    changed.join(", ")
+                ),
+            );
+        }
         let budget = r.state.settings.budget;
         r.emit(
-            "rollout_started",
+            EventKind::RolloutStarted,
             None,
             Some(&observed),
             format!(
-                "to template {}: {}, surge {}, unavailable {}, floor {}",
+                "{}to template {}: {} ({} semantics), surge {}, unavailable {}, floor {}",
+                if resumed {
+                    "resumed from the journal: "
+                } else {
+                    ""
+                },
                 r.state.target,
                 budget.strategy().as_str(),
+                r.state.settings.semantics.as_str(),
                 budget.surge,
                 budget.unavailable,
-                r.state.floor
+                r.state.floor()
             ),
         );
         Ok(r)
@@ -164,7 +181,7 @@ impl<'a> Executor<'a> {
 
     fn emit(
         &self,
-        event: &'static str,
+        event: EventKind,
         node: Option<String>,
         pool: Option<&ObservedPool>,
         message: String,
@@ -205,7 +222,6 @@ impl<'a> Executor<'a> {
                 );
             }
         }
-        let gate_open = self.override_policy || policy::gate(&self.disruption, now).is_open();
         let before: Vec<String> = self.state.marks.keys().cloned().collect();
         let decision = decide(
             &self.state,
@@ -214,7 +230,7 @@ impl<'a> Executor<'a> {
                 nodes: &observed.nodes,
                 provider_size: observed.size,
                 drains: &drains,
-                gate_open,
+                override_policy: self.override_policy,
             },
         );
         // Intent first: the journal holds every mark before the calls are made.
@@ -225,7 +241,7 @@ impl<'a> Executor<'a> {
             .filter(|id| !observed.nodes.iter().any(|n| &n.id == *id))
         {
             self.emit(
-                "node_terminated",
+                EventKind::NodeTerminated,
                 Some(id.clone()),
                 Some(&observed),
                 "gone".into(),
@@ -237,13 +253,21 @@ impl<'a> Executor<'a> {
         // The size the provider holds as this round's calls change it: a
         // create asks for an absolute size, after the terminations before it.
         let mut size = observed.size;
+        let mut outcomes = Vec::new();
         for action in decision.actions {
             // Losing the leader lease stops new steps at once; the journal holds
             // the rest, for the daemon that takes over (as after a crash).
             if let Err(e) = self.journal.may_act() {
                 return Err(format!("{pool}: {e}"));
             }
-            self.act(&pool, action, &observed, &mut size).await;
+            if let Some(o) = self.act(&pool, action, &observed, &mut size).await {
+                outcomes.push(o);
+            }
+        }
+        // What the calls came to goes back to the core, which decides what
+        // follows (backoff, a narrower surge, a node back in service).
+        for note in absorb(&mut self.state, &outcomes, self.clock.now()) {
+            self.note(&note, &observed);
         }
         self.save().await?;
         if self.state.status.is_terminal() {
@@ -279,7 +303,7 @@ impl<'a> Executor<'a> {
             if let Ok(ids) = &result {
                 for id in ids {
                     self.emit(
-                        "node_create_requested",
+                        EventKind::NodeCreateRequested,
                         Some(id.clone()),
                         None,
                         "the create journaled before a restart, answered under its idempotency key"
@@ -332,62 +356,69 @@ impl<'a> Executor<'a> {
         );
     }
 
-    async fn act(&mut self, pool: &str, action: Action, observed: &ObservedPool, size: &mut u32) {
-        let now = self.clock.now();
+    /// Perform one action; what became of it, when the core must know.
+    async fn act(
+        &mut self,
+        pool: &str,
+        action: Action,
+        observed: &ObservedPool,
+        size: &mut u32,
+    ) -> Option<Outcome> {
         match action {
             Action::CreateNodes { count } => {
-                let mut result = match self.create(pool, count, size).await {
+                let result = match self.create(pool, count, size).await {
                     Ok(r) => r,
-                    Err(e) => {
-                        // The intent could not be journaled: nothing was called.
-                        self.emit("step_failed", None, Some(observed), e);
-                        return;
-                    }
+                    // The intent could not be journaled: nothing was called.
+                    Err(message) => return Some(Outcome::CreateFailed { message }),
                 };
-                // All-or-nothing refusals: part of the surge may still fit.
-                if count > 1 && matches!(&result, Err(e) if e.kind == ErrorKind::Quota) {
-                    result = match self.create(pool, 1, size).await {
-                        Ok(r) => r,
-                        Err(e) => {
-                            self.emit("step_failed", None, Some(observed), e);
-                            return;
+                match result {
+                    Ok(ids) => {
+                        for id in ids {
+                            self.emit(
+                                EventKind::NodeCreateRequested,
+                                Some(id),
+                                Some(observed),
+                                "launching on the target template".into(),
+                            );
                         }
-                    };
+                        Some(Outcome::Created { requested: count })
+                    }
+                    Err(e) if e.kind == ErrorKind::Quota => Some(Outcome::CreateRefused {
+                        requested: count,
+                        message: e.to_string(),
+                    }),
+                    Err(e) => Some(Outcome::CreateFailed {
+                        message: e.to_string(),
+                    }),
                 }
-                self.created(result, observed, now);
             }
-            Action::Drain { node } => match self
+            Action::Drain { node } => {
+                match self
+                    .drainer
+                    .cordon(pool, cluster_key(observed, &node))
+                    .await
+                {
+                    Ok(()) => {
+                        self.emit(
+                            EventKind::NodeCordoned,
+                            Some(node),
+                            Some(observed),
+                            "cordoned; drain started".into(),
+                        );
+                        None
+                    }
+                    Err(message) => Some(Outcome::CordonFailed { node, message }),
+                }
+            }
+            Action::ForceDrain { node } => self
                 .drainer
-                .cordon(pool, cluster_key(observed, &node))
+                .force(pool, cluster_key(observed, &node))
                 .await
-            {
-                Ok(()) => self.emit(
-                    "node_cordoned",
-                    Some(node),
-                    Some(observed),
-                    "cordoned; drain started".into(),
-                ),
-                Err(e) => {
-                    // Not cordoned: it was never taken out of service; decide again next round.
-                    self.state.marks.remove(&node);
-                    self.emit(
-                        "step_failed",
-                        Some(node),
-                        Some(observed),
-                        format!("cordon failed: {e}"),
-                    );
-                }
-            },
-            Action::ForceDrain { node } => {
-                if let Err(e) = self.drainer.force(pool, cluster_key(observed, &node)).await {
-                    self.emit(
-                        "step_failed",
-                        Some(node),
-                        Some(observed),
-                        format!("force drain failed: {e}"),
-                    );
-                }
-            }
+                .err()
+                .map(|e| Outcome::CallFailed {
+                    node: Some(node),
+                    message: format!("force drain failed: {e}"),
+                }),
             Action::Terminate { node } => {
                 let key = self.state.terminate_key(&node);
                 match with_retry(self.clock, || {
@@ -398,15 +429,19 @@ impl<'a> Executor<'a> {
                     Ok(()) => {
                         *size = size.saturating_sub(1);
                         self.emit(
-                            "terminate_requested",
+                            EventKind::TerminateRequested,
                             Some(node),
                             Some(observed),
                             "terminating".into(),
-                        )
+                        );
+                        None
                     }
                     // Already gone: nothing to do; the mark clears when it is no longer observed.
-                    Err(e) if e.kind == ErrorKind::NotFound => {}
-                    Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
+                    Err(e) if e.kind == ErrorKind::NotFound => None,
+                    Err(e) => Some(Outcome::CallFailed {
+                        node: Some(node),
+                        message: e.to_string(),
+                    }),
                 }
             }
             Action::Reimage { node } => {
@@ -414,94 +449,48 @@ impl<'a> Executor<'a> {
                 match with_retry(self.clock, || self.provider.reimage_node(pool, &node, &key)).await
                 {
                     Ok(()) => {
-                        if let Err(e) = self
+                        let uncordoned = self
                             .drainer
                             .uncordon(pool, cluster_key(observed, &node))
-                            .await
-                        {
-                            self.emit(
-                                "step_failed",
-                                Some(node.clone()),
-                                Some(observed),
-                                format!("uncordon after reimage failed: {e}"),
-                            );
-                        }
+                            .await;
                         self.emit(
-                            "reimage_requested",
-                            Some(node),
+                            EventKind::ReimageRequested,
+                            Some(node.clone()),
                             Some(observed),
                             "reimaging onto the target template".into(),
                         );
+                        uncordoned.err().map(|e| Outcome::CallFailed {
+                            node: Some(node),
+                            message: format!("uncordon after reimage failed: {e}"),
+                        })
                     }
-                    Err(e) => self.emit("step_failed", Some(node), Some(observed), e.to_string()),
+                    Err(e) => Some(Outcome::CallFailed {
+                        node: Some(node),
+                        message: e.to_string(),
+                    }),
                 }
             }
-            Action::Uncordon { node } => {
-                if let Err(e) = self
-                    .drainer
-                    .uncordon(pool, cluster_key(observed, &node))
-                    .await
-                {
-                    self.emit(
-                        "step_failed",
-                        Some(node),
-                        Some(observed),
-                        format!("uncordon failed: {e}"),
-                    );
-                }
-            }
+            Action::Uncordon { node } => self
+                .drainer
+                .uncordon(pool, cluster_key(observed, &node))
+                .await
+                .err()
+                .map(|e| Outcome::CallFailed {
+                    node: Some(node),
+                    message: format!("uncordon failed: {e}"),
+                }),
             Action::SetTemplate { template } => {
                 let key = self.state.template_key(template.hash());
-                if let Err(e) = with_retry(self.clock, || {
+                with_retry(self.clock, || {
                     self.provider.set_template(pool, &template, &key)
                 })
                 .await
-                {
-                    self.emit("step_failed", None, Some(observed), e.to_string());
-                }
+                .err()
+                .map(|e| Outcome::CallFailed {
+                    node: None,
+                    message: e.to_string(),
+                })
             }
-        }
-    }
-
-    fn created(
-        &mut self,
-        result: crate::provider::Result<Vec<String>>,
-        observed: &ObservedPool,
-        now: jiff::Timestamp,
-    ) {
-        match result {
-            Ok(ids) => {
-                self.state.surge_backoff_secs = 0;
-                self.state.surge_refused_until = None;
-                for id in ids {
-                    self.emit(
-                        "node_create_requested",
-                        Some(id),
-                        Some(observed),
-                        "launching on the target template".into(),
-                    );
-                }
-            }
-            Err(e) if e.kind == ErrorKind::Quota => {
-                let secs = (self.state.surge_backoff_secs * 2).clamp(10, 300);
-                self.state.surge_backoff_secs = secs;
-                let until = now
-                    .saturating_add(jiff::SignedDuration::from_secs(secs as i64))
-                    .unwrap_or(now);
-                self.state.surge_refused_until = Some(until);
-                let plan = if self.state.settings.budget.unavailable > 0 {
-                    "falling back to terminate-before-create"
-                } else {
-                    "stalled: maxUnavailable is 0"
-                };
-                self.emit(
-                    "surge_refused",
-                    None,
-                    Some(observed),
-                    format!("{e}; {plan}; retrying at {until}"),
-                );
-            }
-            Err(e) => self.emit("step_failed", None, Some(observed), e.to_string()),
         }
     }
 

@@ -42,6 +42,7 @@ pub async fn observe(
         };
         let names: Vec<String> = names.into_iter().collect();
         let batch = p.capabilities().describe_batch.max(1);
+        let mut answered = true;
         for chunk in names.chunks(batch) {
             match with_retry(clock, || p.describe_pools(chunk)).await {
                 Ok(pools) => {
@@ -53,9 +54,14 @@ pub async fn observe(
                     observed
                         .unreachable
                         .insert(provider.to_string(), e.to_string());
+                    answered = false;
                     break;
                 }
             }
+        }
+        // Capabilities are known once the provider answered (a plug-in says them).
+        if answered && p.capabilities().reimage {
+            observed.reimaging.insert(provider.to_string());
         }
     }
     attach_clusters(config, providers, &mut observed).await;

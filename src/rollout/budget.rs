@@ -1,8 +1,10 @@
-//! Surge / unavailable budget resolution (DESIGN.md, "Rollout rules").
+//! Surge / unavailable budget resolution, by the rules of the pool's
+//! `rollout.semantics` (the README's "Rollout rules" table names each rule's
+//! source).
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::types::Rollout;
+use crate::spec::types::{Rollout, Semantics};
 use crate::spec::values::IntOrPercent;
 
 /// A resolved budget for one pool size.
@@ -35,12 +37,14 @@ impl Strategy {
     }
 }
 
-fn resolve_one(v: Option<IntOrPercent>, default: u32, size: u32, round_up: bool) -> u32 {
+/// A budget as written (or its default) for a pool of `size` nodes. The
+/// result never exceeds the size plus the largest count validation allows, so
+/// the bounds' arithmetic cannot overflow.
+fn resolve_one(v: IntOrPercent, size: u32, round_up: bool) -> u32 {
     match v {
-        None => default,
-        Some(IntOrPercent::Int(n)) => n.clamp(0, u32::MAX as i64) as u32,
-        Some(IntOrPercent::Percent(p)) => {
-            let scaled = size as u64 * p.max(0) as u64;
+        IntOrPercent::Int(n) => n.clamp(0, u32::MAX as i64) as u32,
+        IntOrPercent::Percent(p) => {
+            let scaled = size as u64 * p.clamp(0, 100_000) as u64;
             let q = if round_up {
                 scaled.div_ceil(100)
             } else {
@@ -52,16 +56,34 @@ fn resolve_one(v: Option<IntOrPercent>, default: u32, size: u32, round_up: bool)
 }
 
 impl Budget {
-    /// Percentages resolve against the desired size: surge rounds up, unavailable
-    /// rounds down; when both come to 0, unavailable becomes 1 so the rollout can
-    /// move. Defaults: surge 1, unavailable 0.
+    /// Percentages resolve against the desired size. Under `kubernetes`
+    /// (and GKE and Yandex, which take whole numbers) surge rounds up and
+    /// unavailable down; OKE and AKS round both up. Defaults: surge 1 (AKS:
+    /// 10%), unavailable 0 (OKE with reimage: 1). When both come to 0,
+    /// unavailable becomes 1 so the rollout can move.
     pub fn resolve(rollout: &Rollout, size: u32) -> Budget {
-        let surge = resolve_one(rollout.max_surge.as_ref().map(|v| v.value), 1, size, true);
-        let mut unavailable = resolve_one(
-            rollout.max_unavailable.as_ref().map(|v| v.value),
-            0,
+        let semantics = rollout.semantics();
+        let unavailable_rounds_up = matches!(semantics, Semantics::Oke | Semantics::Aks);
+        let surge_default = match semantics {
+            Semantics::Aks => IntOrPercent::Percent(10),
+            _ => IntOrPercent::Int(1),
+        };
+        let unavailable_default = match semantics {
+            Semantics::Oke if rollout.reimage.value => IntOrPercent::Int(1),
+            _ => IntOrPercent::Int(0),
+        };
+        let surge = resolve_one(
+            rollout.surge().map_or(surge_default, |v| v.value),
             size,
-            false,
+            true,
+        );
+        let mut unavailable = resolve_one(
+            rollout
+                .max_unavailable
+                .as_ref()
+                .map_or(unavailable_default, |v| v.value),
+            size,
+            unavailable_rounds_up,
         );
         if surge == 0 && unavailable == 0 {
             unavailable = 1;
@@ -79,7 +101,7 @@ impl Budget {
 
     /// Nodes replaced at once.
     pub fn concurrency(self) -> u32 {
-        self.surge + self.unavailable
+        self.surge.saturating_add(self.unavailable)
     }
 
     /// [size - unavailable, size + surge]
@@ -141,5 +163,73 @@ mod tests {
             .bounds(5),
             (4, 7)
         );
+    }
+
+    fn with(semantics: Semantics, r: Rollout) -> Rollout {
+        Rollout {
+            semantics: Some(At::bare(semantics)),
+            ..r
+        }
+    }
+
+    /// One row per rule of the README's "Rollout rules" table.
+    #[test]
+    fn each_services_rounding_and_defaults() {
+        use IntOrPercent::*;
+        let b = |s, surge, unavailable, size| {
+            Budget::resolve(&with(s, rollout(surge, unavailable)), size)
+        };
+        let budget = |surge, unavailable| Budget { surge, unavailable };
+        // A 10-node pool, 25%: 2.5 nodes.
+        let pct = Some(Percent(25));
+        assert_eq!(b(Semantics::Kubernetes, pct, pct, 10), budget(3, 2));
+        assert_eq!(
+            b(Semantics::Oke, pct, pct, 10),
+            budget(3, 3),
+            "OKE rounds unavailable up"
+        );
+        assert_eq!(
+            b(Semantics::Aks, pct, pct, 10),
+            budget(3, 3),
+            "AKS rounds both up"
+        );
+        // Defaults.
+        assert_eq!(b(Semantics::Kubernetes, None, None, 10), budget(1, 0));
+        assert_eq!(
+            b(Semantics::Oke, None, Some(Int(2)), 10),
+            budget(1, 2),
+            "only maxUnavailable: surge 1"
+        );
+        assert_eq!(
+            b(Semantics::Aks, None, None, 10),
+            budget(1, 0),
+            "AKS surges 10%, rounded up"
+        );
+        assert_eq!(b(Semantics::Aks, None, None, 25), budget(3, 0));
+        assert_eq!(b(Semantics::Gke, None, None, 10), budget(1, 0));
+        // OKE with boot-volume replacement: unavailable defaults to 1.
+        let oke_reimage = Rollout {
+            reimage: At::bare(true),
+            max_surge: Some(At::bare(Int(0))),
+            ..with(Semantics::Oke, Rollout::default())
+        };
+        assert_eq!(Budget::resolve(&oke_reimage, 10), budget(0, 1));
+        // Yandex names surge maxExpansion.
+        let yandex = Rollout {
+            max_expansion: Some(At::bare(Int(3))),
+            ..with(Semantics::Yandex, Rollout::default())
+        };
+        assert_eq!(Budget::resolve(&yandex, 10), budget(3, 0));
+    }
+
+    #[test]
+    fn extreme_numbers_never_overflow() {
+        use IntOrPercent::*;
+        for v in [Int(i64::MAX), Percent(i64::MAX), Int(u32::MAX as i64)] {
+            let b = Budget::resolve(&rollout(Some(v), Some(v)), u32::MAX);
+            let (lo, hi) = b.bounds(u32::MAX);
+            assert!(lo <= hi);
+            let _ = b.concurrency();
+        }
     }
 }

@@ -44,9 +44,9 @@ pub enum Resumed {
 
 /// Continue a paused or Degraded rollout, or allow a rolled-back template to
 /// be tried again. Every way the executor can stop has a way out here: a
-/// tripped circuit breaker is reset, and a node whose drain timed out
-/// (`onTimeout: fail`, left cordoned) is drained again from now, with a new
-/// `drain.timeout`.
+/// tripped circuit breaker is reset, and a node whose drain timed out (left
+/// cordoned by `onTimeout: fail`, or quarantined) is drained again from now,
+/// with a new `drain.timeout`.
 pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, String> {
     let pool = &r.pool;
     match &r.status {
@@ -57,7 +57,7 @@ pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, String> {
             }
             let mut retried = 0;
             for mark in r.marks.values_mut() {
-                if *mark == Mark::DrainFailed {
+                if matches!(mark, Mark::DrainFailed | Mark::Quarantined) {
                     *mark = Mark::Draining {
                         since: now,
                         blocked: None,
@@ -97,5 +97,6 @@ pub fn describe_mark(mark: &Mark) -> String {
         Mark::Quarantined => "quarantined; cordoned".into(),
         Mark::Terminating { at } => format!("terminating since {at}"),
         Mark::Reimaging { at } => format!("reimaging since {at}"),
+        Mark::Uncordoning => "returning to service".into(),
     }
 }

@@ -7,10 +7,11 @@
 //! docs/ARCHITECTURE.md.
 
 pub mod budget;
+pub mod change;
 pub mod control;
 pub mod decide;
 pub mod state;
 
 pub use budget::{Budget, Strategy};
-pub use decide::{Action, DrainProgress, Inputs, begin, decide};
+pub use decide::{Action, DrainProgress, Inputs, Outcome, absorb, begin, decide};
 pub use state::{Mark, RolloutState, Settings, Status};

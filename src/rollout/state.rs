@@ -8,15 +8,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{NodeTemplate, OpKey, TemplateHash};
 use crate::rollout::Budget;
-use crate::spec::types::{NodePoolDoc, OnDrainTimeout, OnFailure};
+use crate::spec::types::{
+    ChangeClass, Disruption, NodePoolDoc, OnDrainTimeout, OnFailure, Semantics,
+};
 use crate::spec::values::Duration;
 
-/// The rollout's settings, resolved from the pool document for one size.
+/// The rollout's settings, resolved once from the pool document for one size.
+/// A plan's roll carries them, so `apply` and the daemon run the rollout as
+/// planned, and the journal keeps them, so a resumed rollout knows what it
+/// started with (and says what changed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     pub size: u32,
     pub budget: Budget,
+    /// Whose rules resolved the budget (and, for AKS, what the policy holds).
+    #[serde(default)]
+    pub semantics: Semantics,
     pub min_ready: Duration,
     pub startup_timeout: Duration,
     pub drain_timeout: Duration,
@@ -30,10 +38,13 @@ pub struct Settings {
     /// (percent, bake time), increasing.
     pub checkpoints: Vec<(u32, Duration)>,
     pub progress_deadline: Option<Duration>,
-    /// Benchmark baseline only: wait for every in-flight replacement to finish
-    /// before starting the next batch, as the managed services describe.
+    /// Replace in waves (`rollout.waves`): a new wave starts only when every
+    /// replacement of the previous one has finished.
+    #[serde(default, alias = "batchSynchronous")]
+    pub waves: bool,
+    /// The disruption rules in force (policy, windows, freeze, what they hold).
     #[serde(default)]
-    pub batch_synchronous: bool,
+    pub disruption: Disruption,
 }
 
 impl Settings {
@@ -56,8 +67,96 @@ impl Settings {
                 .map(|c| (c.at.value.0.clamp(0, 100) as u32, c.pause))
                 .collect(),
             progress_deadline: r.progress_deadline,
-            batch_synchronous: false,
+            waves: r.waves,
+            semantics: r.semantics(),
+            disruption: doc.spec.disruption.clone(),
         }
+    }
+
+    /// The change classes the disruption policy holds.
+    pub fn held_classes(&self) -> Vec<ChangeClass> {
+        self.disruption.applies_to(self.semantics)
+    }
+
+    /// What differs from `before`, one phrase each ("maxSurge 1 -> 4").
+    pub fn changes_from(&self, before: &Settings) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut field = |name: &str, a: String, b: String| {
+            if a != b {
+                out.push(format!("{name} {a} -> {b}"));
+            }
+        };
+        field("size", before.size.to_string(), self.size.to_string());
+        field(
+            "maxSurge",
+            before.budget.surge.to_string(),
+            self.budget.surge.to_string(),
+        );
+        field(
+            "maxUnavailable",
+            before.budget.unavailable.to_string(),
+            self.budget.unavailable.to_string(),
+        );
+        field(
+            "semantics",
+            before.semantics.as_str().into(),
+            self.semantics.as_str().into(),
+        );
+        field(
+            "minReady",
+            before.min_ready.to_string(),
+            self.min_ready.to_string(),
+        );
+        field(
+            "startupTimeout",
+            before.startup_timeout.to_string(),
+            self.startup_timeout.to_string(),
+        );
+        field(
+            "drain.timeout",
+            before.drain_timeout.to_string(),
+            self.drain_timeout.to_string(),
+        );
+        field(
+            "drain.onTimeout",
+            format!("{:?}", before.on_drain_timeout).to_lowercase(),
+            format!("{:?}", self.on_drain_timeout).to_lowercase(),
+        );
+        field(
+            "onFailure",
+            format!("{:?}", before.on_failure).to_lowercase(),
+            format!("{:?}", self.on_failure).to_lowercase(),
+        );
+        field(
+            "maxFailedNodes",
+            before.max_failed_nodes.to_string(),
+            self.max_failed_nodes.to_string(),
+        );
+        field("canary", before.canary.to_string(), self.canary.to_string());
+        field(
+            "reimage",
+            before.reimage.to_string(),
+            self.reimage.to_string(),
+        );
+        let cps = |s: &Settings| {
+            s.checkpoints
+                .iter()
+                .map(|(p, d)| format!("{p}%/{d}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        field(
+            "checkpoints",
+            format!("[{}]", cps(before)),
+            format!("[{}]", cps(self)),
+        );
+        let deadline = |s: &Settings| s.progress_deadline.map_or("none".into(), |d| d.to_string());
+        field("progressDeadline", deadline(before), deadline(self));
+        field("waves", before.waves.to_string(), self.waves.to_string());
+        if before.disruption != self.disruption {
+            out.push("disruption policy changed".into());
+        }
+        out
     }
 }
 
@@ -111,6 +210,9 @@ pub enum Mark {
     /// Reimage requested (intent written before the call); cleared once the
     /// node reports the target template.
     Reimaging { at: Timestamp },
+    /// Returning to service (a rollback cut its drain short); cleared once the
+    /// node is seen uncordoned, the call made again until then.
+    Uncordoning,
 }
 
 /// The journal of one pool's rollout.
@@ -124,10 +226,18 @@ pub struct RolloutState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<NodeTemplate>,
     pub settings: Settings,
-    /// Fewest available nodes allowed: size - unavailable, or what was available
-    /// when the rollout began if that was lower.
-    pub floor: u32,
+    /// The most nodes seen available at once in this rollout. The floor is
+    /// min(size - unavailable, this): it only ratchets up, so a pool that
+    /// began degraded never loses the availability it regains.
+    #[serde(default, alias = "floor")]
+    pub peak_available: u32,
+    /// What kind of change this rollout makes (for `disruption.appliesTo`).
+    #[serde(default = "all_classes")]
+    pub classes: Vec<ChangeClass>,
     pub status: Status,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_since: Option<Timestamp>,
     pub marks: BTreeMap<String, Mark>,
     pub failures: u32,
     pub canary_done: bool,
@@ -143,6 +253,10 @@ pub struct RolloutState {
     pub surge_refused_until: Option<Timestamp>,
     #[serde(default)]
     pub surge_backoff_secs: u64,
+    /// A create of several nodes was refused: the next tries one node (part
+    /// of a surge may still fit) before backing off.
+    #[serde(default)]
+    pub surge_narrowed: bool,
     /// Old nodes removed so far (for progress and events).
     #[serde(default)]
     pub removed: u32,
@@ -175,6 +289,30 @@ pub struct PendingCreate {
     /// replay is the same request).
     #[serde(default)]
     pub size: u32,
+}
+
+fn all_classes() -> Vec<ChangeClass> {
+    ChangeClass::ALL.to_vec()
+}
+
+impl RolloutState {
+    /// Fewest available nodes allowed now.
+    pub fn floor(&self) -> u32 {
+        self.settings
+            .size
+            .saturating_sub(self.settings.budget.unavailable)
+            .min(self.peak_available)
+    }
+
+    /// The change classes of the disruptive steps the rollout takes now: a
+    /// rollback (or a failed node's replacement) is a repair.
+    pub fn current_classes(&self) -> Vec<ChangeClass> {
+        if self.rollback_of.is_some() {
+            vec![ChangeClass::Repair]
+        } else {
+            self.classes.clone()
+        }
+    }
 }
 
 /// Idempotency keys of the rollout's intents. Each is derived from what the

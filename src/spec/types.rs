@@ -540,9 +540,16 @@ pub struct AwsPool {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rollout {
+    /// Whose numbers the budget follows: `kubernetes` (default), or the
+    /// rounding, defaults and limits OKE, AKS, GKE or Yandex document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantics: Option<At<Semantics>>,
     /// Extra nodes allowed above the desired size (integer or "N%", rounded up). Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_surge: Option<At<IntOrPercent>>,
+    /// Yandex's name for `maxSurge` (with `semantics: yandex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_expansion: Option<At<IntOrPercent>>,
     /// Nodes allowed below the desired size (integer or "N%", rounded down). Default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<At<IntOrPercent>>,
@@ -571,9 +578,57 @@ pub struct Rollout {
     /// Fail the rollout when it makes no progress for this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_deadline: Option<Duration>,
+    /// Replace in waves, as the managed services' surge upgrades do: a new
+    /// wave starts only when every replacement of the previous one has
+    /// finished. Slower than the default pipeline (a freed slot is reused at
+    /// once), but each wave can be watched as a unit.
+    #[serde(default)]
+    pub waves: bool,
+}
+
+/// Whose rules the budget follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Semantics {
+    /// Kubernetes Deployments: surge rounds up, unavailable down; defaults 1 and 0.
+    #[default]
+    Kubernetes,
+    /// Oracle OKE: a percentage maxUnavailable rounds up; with reimage
+    /// (boot-volume replacement) maxUnavailable defaults to 1 and cannot be 0.
+    Oke,
+    /// Azure AKS: percentages round up; maxSurge defaults to 10%; the
+    /// disruption policy holds configuration changes only.
+    Aks,
+    /// Google GKE: integers only; maxSurge + maxUnavailable at most 20.
+    Gke,
+    /// Yandex Managed Kubernetes: integers 0 to 100, `maxExpansion` for
+    /// maxSurge; with expansion 0, nodes are updated in place where the
+    /// provider can reimage.
+    Yandex,
+}
+
+impl Semantics {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Semantics::Kubernetes => "kubernetes",
+            Semantics::Oke => "oke",
+            Semantics::Aks => "aks",
+            Semantics::Gke => "gke",
+            Semantics::Yandex => "yandex",
+        }
+    }
 }
 
 impl Rollout {
+    pub fn semantics(&self) -> Semantics {
+        self.semantics.as_ref().map(|s| s.value).unwrap_or_default()
+    }
+
+    /// `maxSurge`, or its Yandex name.
+    pub fn surge(&self) -> Option<&At<IntOrPercent>> {
+        self.max_surge.as_ref().or(self.max_expansion.as_ref())
+    }
+
     fn default_max_failed_nodes() -> At<i64> {
         At::bare(3)
     }
@@ -582,7 +637,9 @@ impl Rollout {
 impl Default for Rollout {
     fn default() -> Self {
         Rollout {
+            semantics: None,
             max_surge: None,
+            max_expansion: None,
             max_unavailable: None,
             drain: Drain::default(),
             health: Health::default(),
@@ -592,6 +649,7 @@ impl Default for Rollout {
             on_failure: OnFailure::default(),
             max_failed_nodes: Rollout::default_max_failed_nodes(),
             progress_deadline: None,
+            waves: false,
         }
     }
 }
@@ -708,6 +766,9 @@ pub struct DisruptionRules {
     /// 2027-01-04T08:00:00Z); from then on disruptive steps are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<At<String>>,
+    /// Which disruptive changes the policy holds (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applies_to: Option<At<Vec<ChangeClass>>>,
 }
 
 /// When disruptive steps (drain, terminate, reimage, scale-down) may start.
@@ -729,6 +790,46 @@ pub struct Disruption {
     /// disruptive steps are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<At<String>>,
+    /// Which disruptive changes the policy holds: `config`, `image`,
+    /// `kubernetesVersion`, `repair` (replacing failed nodes, rollback).
+    /// Default: all of them (under `rollout.semantics: aks`, `[config]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applies_to: Option<At<Vec<ChangeClass>>>,
+}
+
+/// What kind of change a disruptive step makes, for `disruption.appliesTo`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum ChangeClass {
+    /// A template change other than the next two (instance type, launch
+    /// template, plug-in settings), and a scale-down.
+    Config,
+    /// The node image.
+    Image,
+    /// The Kubernetes version.
+    KubernetesVersion,
+    /// Replacing failed nodes, and a rollback.
+    Repair,
+}
+
+impl ChangeClass {
+    pub const ALL: [ChangeClass; 4] = [
+        ChangeClass::Config,
+        ChangeClass::Image,
+        ChangeClass::KubernetesVersion,
+        ChangeClass::Repair,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeClass::Config => "config",
+            ChangeClass::Image => "image",
+            ChangeClass::KubernetesVersion => "kubernetesVersion",
+            ChangeClass::Repair => "repair",
+        }
+    }
 }
 
 impl Disruption {
@@ -741,9 +842,23 @@ impl Disruption {
         self.until.as_ref().and_then(|u| u.value.parse().ok())
     }
 
+    /// The change classes the policy holds, under `semantics` when the pool
+    /// does not say.
+    pub fn applies_to(&self, semantics: Semantics) -> Vec<ChangeClass> {
+        match (&self.applies_to, semantics) {
+            (Some(list), _) => list.value.clone(),
+            (None, Semantics::Aks) => vec![ChangeClass::Config],
+            (None, _) => ChangeClass::ALL.to_vec(),
+        }
+    }
+
     /// These rules, each field the pool leaves unset taken from `shared`.
     pub fn resolved_with(&self, shared: &DisruptionRules) -> Disruption {
         Disruption {
+            applies_to: self
+                .applies_to
+                .clone()
+                .or_else(|| shared.applies_to.clone()),
             policy_ref: self.policy_ref.clone(),
             policy: self.policy.clone().or_else(|| shared.policy.clone()),
             windows: if self.windows.is_empty() {

@@ -217,6 +217,7 @@ fn resolve_disruption(config: &mut Config, diags: &mut Vec<Diagnostic>) {
                 pos: here(own.until.is_some(), u.pos),
                 ..u
             }),
+            applies_to: resolved.applies_to.clone(),
         };
         let fallback = own
             .policy_ref
@@ -581,6 +582,7 @@ fn check_pool(c: &mut Checker, d: &NodePoolDoc) {
             policy: d.policy.clone(),
             windows: d.windows.clone(),
             until: d.until.clone(),
+            applies_to: d.applies_to.clone(),
         },
         spec.pos,
         false,
@@ -648,6 +650,8 @@ fn check_size(c: &mut Checker, spec: &At<NodePoolSpec>) {
 }
 
 fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
+    let semantics = r.semantics();
+    let sem_name = semantics.as_str();
     let budget_ok =
         |c: &mut Checker, field: &str, v: &At<IntOrPercent>, max_percent: Option<i64>| {
             if v.is_negative() {
@@ -664,21 +668,108 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
                 );
             }
         };
-    if let Some(s) = &r.max_surge {
-        budget_ok(c, "maxSurge", s, None);
+    if let Some(e) = &r.max_expansion {
+        if semantics != Semantics::Yandex {
+            c.error(
+                e.pos.or(fallback),
+                "maxExpansion is Yandex's name for maxSurge: write maxSurge, or set rollout.semantics: yandex",
+            );
+        } else if r.max_surge.is_some() {
+            c.error(
+                e.pos.or(fallback),
+                "maxSurge and maxExpansion are the same setting; keep one",
+            );
+        }
+    }
+    let surge_field = if r.max_surge.is_none() && r.max_expansion.is_some() {
+        "maxExpansion"
+    } else {
+        "maxSurge"
+    };
+    if let Some(s) = r.surge() {
+        budget_ok(c, surge_field, s, None);
     }
     if let Some(u) = &r.max_unavailable {
         budget_ok(c, "maxUnavailable", u, Some(100));
     }
-    // Defaults are surge 1, unavailable 0. Zero for both, written or defaulted,
-    // means no node could ever be replaced.
-    let surge_zero = r.max_surge.as_ref().is_some_and(|s| s.is_zero());
-    let unavailable_zero = r.max_unavailable.as_ref().is_none_or(|u| u.is_zero());
+    // Whole numbers only, and their limits, where the service says so.
+    if matches!(semantics, Semantics::Gke | Semantics::Yandex) {
+        for (field, v) in [
+            (surge_field, r.surge()),
+            ("maxUnavailable", r.max_unavailable.as_ref()),
+        ] {
+            if let Some(v) = v
+                && let IntOrPercent::Percent(p) = v.value
+            {
+                c.error(
+                    v.pos.or(fallback),
+                    format!("{field}: {sem_name} takes a whole number of nodes, not {p}% (rollout.semantics: {sem_name})"),
+                );
+            }
+        }
+    }
+    let int = |v: Option<&At<IntOrPercent>>| match v.map(|v| v.value) {
+        Some(IntOrPercent::Int(n)) => Some(n),
+        _ => None,
+    };
+    match semantics {
+        Semantics::Gke => {
+            let total = int(r.surge()).unwrap_or(1) + int(r.max_unavailable.as_ref()).unwrap_or(0);
+            if total > 20 {
+                let at = r
+                    .surge()
+                    .or(r.max_unavailable.as_ref())
+                    .map_or(fallback, |v| v.pos);
+                c.error(
+                    at.or(fallback),
+                    format!("GKE upgrades at most 20 nodes at once: maxSurge + maxUnavailable is {total} (rollout.semantics: gke)"),
+                );
+            }
+        }
+        Semantics::Yandex => {
+            for (field, v) in [
+                (surge_field, r.surge()),
+                ("maxUnavailable", r.max_unavailable.as_ref()),
+            ] {
+                if let Some(v) = v
+                    && int(Some(v)).is_some_and(|n| n > 100)
+                {
+                    c.error(
+                        v.pos.or(fallback),
+                        format!(
+                            "{field}: Yandex allows 0 to 100, got {} (rollout.semantics: yandex)",
+                            v.value
+                        ),
+                    );
+                }
+            }
+        }
+        Semantics::Oke => {
+            if r.reimage.value
+                && let Some(u) = &r.max_unavailable
+                && u.is_zero()
+            {
+                c.error(
+                    u.pos.or(fallback),
+                    "with reimage (OKE's boot-volume replacement) maxUnavailable cannot be 0 (rollout.semantics: oke)",
+                );
+            }
+        }
+        Semantics::Kubernetes | Semantics::Aks => {}
+    }
+    // Defaults are surge 1 (AKS: 10%), unavailable 0 (OKE with reimage: 1).
+    // Zero for both, written or defaulted, means no node could ever be replaced.
+    let surge_zero = r.surge().is_some_and(|s| s.is_zero());
+    let unavailable_default_zero = !(semantics == Semantics::Oke && r.reimage.value);
+    let unavailable_zero = r
+        .max_unavailable
+        .as_ref()
+        .map_or(unavailable_default_zero, |u| u.is_zero());
     if surge_zero && unavailable_zero {
         let at = r
             .max_unavailable
             .as_ref()
-            .or(r.max_surge.as_ref())
+            .or(r.surge())
             .map_or(fallback, |v| v.pos);
         let how = if r.max_unavailable.is_none() {
             " (maxUnavailable defaults to 0)"
@@ -687,7 +778,7 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
         };
         c.error(
             at.or(fallback),
-            format!("maxSurge and maxUnavailable are both 0{how}: no node could ever be replaced; set one of them above 0"),
+            format!("{surge_field} and maxUnavailable are both 0{how}: no node could ever be replaced; set one of them above 0"),
         );
     }
     if r.reimage.value && !surge_zero {
@@ -775,6 +866,14 @@ fn check_rules(c: &mut Checker, d: &DisruptionRules, fallback: Pos, whole: bool)
     }
     for w in &d.windows {
         check_window(c, w, policy_pos);
+    }
+    if let Some(a) = &d.applies_to
+        && a.is_empty()
+    {
+        c.error(
+            a.pos.or(policy_pos),
+            "appliesTo must name at least one change class (config, image, kubernetesVersion, repair); omit it for all of them",
+        );
     }
 }
 

@@ -599,3 +599,72 @@ fn a_new_desired_state_mid_rollout_supersedes_it_through_the_executor() {
     );
     assert_bounds(tmp.path());
 }
+
+/// Issue 14 1c, as measured: under `poolwright run`, a roll of 8 nodes at
+/// maxSurge 1; the file is changed to maxSurge 4. The daemon kept launching one
+/// node at a time. A change of the rollout settings must reach the running
+/// rollout at its next step, and say what changed.
+#[test]
+fn a_budget_edited_mid_rollout_takes_effect_at_the_next_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("providers.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 10\n  bootTime: {fixed: 30s}\n  healthDelay: {fixed: 5s}\n  drainTime: {fixed: 5s}\n  terminateTime: {fixed: 5s}\n",
+    )
+    .unwrap();
+    let web = |image: &str, surge: u32| {
+        format!(
+            "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 8\n  template: {{image: {image}}}\n  rollout:\n    maxSurge: {surge}\n    maxUnavailable: 0\n    health: {{minReady: 0s}}\n"
+        )
+    };
+    std::fs::write(config.join("web.yaml"), web("img-1", 1)).unwrap();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for("8 nodes up", Duration::from_secs(60), in_sync_with(8));
+    std::fs::write(config.join("web.yaml"), web("img-2", 1)).unwrap();
+    d.wait_for_event("the first replacement", |e| {
+        e["event"] == "node_create_requested"
+    });
+    let edited = Instant::now();
+    std::fs::write(config.join("web.yaml"), web("img-2", 4)).unwrap();
+    d.wait_for_event("the settings change reported", |e| {
+        e["event"] == "rollout_settings_changed"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("maxSurge 1 -> 4"))
+    });
+    let took = edited.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the new budget reached the rollout after {took:?}"
+    );
+    // Now up to 4 surge nodes at once: more than 9 nodes are seen.
+    let started = Instant::now();
+    loop {
+        let most = events(tmp.path())
+            .iter()
+            .filter(|e| e["pool"] == "web")
+            .filter_map(|e| e["counts"]["total"].as_u64())
+            .max()
+            .unwrap_or(0);
+        if most > 9 {
+            assert!(most <= 12, "surge 4 exceeded: {most} nodes");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still one node at a time after the edit; log: {}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    d.wait_for("the roll to finish", Duration::from_secs(90), |s| {
+        in_sync_with(8)(s) && !tmp.path().join("state/journal/web.json").exists()
+    });
+    let starts = events(tmp.path())
+        .iter()
+        .filter(|e| e["event"] == "rollout_started")
+        .count();
+    assert_eq!(starts, 2, "the same rollout, resumed with the new settings");
+}

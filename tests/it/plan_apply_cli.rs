@@ -478,9 +478,16 @@ fn a_rolled_back_template_is_not_retried_until_resumed() {
     let o = c.run(&["apply", "config", "--auto-approve"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        err(&o).contains("failed and was rolled back; run `poolwright rollout resume web`"),
+        err(&o).contains("was rolled back at ")
+            && err(&o)
+                .contains("`poolwright rollout resume web` allows the template to be tried again"),
         "{}",
         err(&o)
+    );
+    assert!(
+        out(&o).contains("Nothing will happen"),
+        "the plan says the rolled-back template is left alone: {}",
+        out(&o)
     );
     assert_eq!(c.run(&["rollout", "resume", "web"]).status.code(), Some(0));
 }

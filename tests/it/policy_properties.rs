@@ -93,7 +93,7 @@ proptest! {
         // Every disruptive start happened while the gate was open.
         let mut draining = BTreeSet::new();
         for e in &run.events {
-            let starts_a_step = match e.event {
+            let starts_a_step = match e.event.as_str() {
                 "drain_started" => {
                     draining.insert(e.node.clone());
                     true

@@ -9,7 +9,7 @@ use poolwright::rollout::Status;
 use poolwright::spec::At;
 use poolwright::spec::types::{Disruption, DisruptionPolicy, OnDrainTimeout, OnFailure, Window};
 use poolwright::spec::values::{Duration, TimeOfDay, Weekday};
-use sim::{Scenario, assert_bounds, template};
+use sim::{Scenario, assert_bounds, assert_bounds_ratchet, template};
 
 #[test]
 fn a_new_node_that_never_becomes_healthy_degrades_the_pool_and_stops_take_downs() {
@@ -258,16 +258,74 @@ fn checkpoints_bake_before_continuing() {
     let started_during_bake = run
         .events
         .iter()
-        .filter(|e| matches!(e.event, "node_create_requested" | "drain_started"))
+        .filter(|e| matches!(e.event.as_str(), "node_create_requested" | "drain_started"))
         .filter(|e| e.ts > cp && e.ts < resumed)
         .count();
     assert_eq!(started_during_bake, 0);
+}
+
+/// Issue 14 1b, as measured on `examples/` (web: 6 nodes, surge 2, canary, a
+/// 50% checkpoint baking 30s): the checkpoint was reached in the same step
+/// that started draining the next old node, which was then drained and
+/// terminated during the bake. A gate holds from the moment it is reached.
+#[test]
+fn a_checkpoint_holds_from_the_moment_it_is_reached() {
+    let mut sc = Scenario::new(6, 2, 0);
+    sc.settings.canary = true;
+    sc.settings.checkpoints = vec![(50, Duration::secs(30))];
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    let cp = run
+        .events
+        .iter()
+        .find(|e| e.event == "checkpoint")
+        .expect("checkpoint")
+        .ts;
+    let resumed = cp
+        .saturating_add(jiff::SignedDuration::from_secs(30))
+        .unwrap();
+    let started: Vec<String> = run
+        .events
+        .iter()
+        .filter(|e| matches!(e.event.as_str(), "node_create_requested" | "drain_started"))
+        .filter(|e| e.ts >= cp && e.ts < resumed)
+        .map(|e| format!("{} {} {:?}", e.ts, e.event, e.node))
+        .collect();
+    assert!(
+        started.is_empty(),
+        "steps started while baking at the checkpoint: {started:?}"
+    );
+}
+
+/// Issue 14 1a, as measured: a pool of 10 with surge 0 and unavailable 2,
+/// rolled 9 s after it was created while most of its nodes still booted
+/// (uniform 1 to 30 s). The rollout started at "floor 4" and ran the whole
+/// way at 4 available nodes. Availability must never drop below
+/// min(size - unavailable, the highest availability seen so far).
+#[test]
+fn the_availability_floor_ratchets_up_as_a_degraded_pool_recovers() {
+    let mut sc = Scenario::new(10, 0, 2);
+    sc.settle_seconds = 9;
+    sc.sim.boot_time = poolwright::spec::types::Distribution::Uniform {
+        min: Duration::secs(1),
+        max: Duration::secs(30),
+    };
+    sc.sim.health_delay = poolwright::spec::types::Distribution::Fixed(Duration::ZERO);
+    sc.settings.min_ready = Duration::ZERO;
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds_ratchet(&run, 10, 2);
+    // It started degraded (nodes still booting) and recovered: the ratchet
+    // had something to do.
+    assert!(run.samples[0].available < 8, "{:?}", run.samples[0]);
+    assert!(run.samples.iter().any(|s| s.available >= 8));
 }
 
 fn window_at(hour: &str, hours: u64) -> Disruption {
     Disruption {
         policy: Some(At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow)),
         policy_ref: None,
+        applies_to: None,
         until: None,
         windows: vec![At::bare(Window {
             days: At::bare(Weekday::ALL.to_vec()),

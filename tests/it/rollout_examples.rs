@@ -67,7 +67,7 @@ fn surge_2_unavailable_2_does_both_at_once() {
         .events
         .iter()
         .take_while(|e| e.ts == run.events[0].ts)
-        .map(|e| e.event)
+        .map(|e| e.event.as_str())
         .collect();
     assert!(
         first_round.contains(&"node_create_requested") && first_round.contains(&"drain_started"),

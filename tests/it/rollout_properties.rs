@@ -88,9 +88,14 @@ proptest! {
         sc.max_seconds = 6 * 3600;
         let run = sc.run();
 
+        // The floor ratchets up: availability never drops below
+        // min(size - unavailable, the most seen available before).
+        let mut peak = 0;
         for s in &run.samples {
             prop_assert!(s.total <= c.size + c.surge, "t={}: {} nodes > {} + {}", s.t, s.total, c.size, c.surge);
-            prop_assert!(s.available >= run.floor, "t={}: {} available < floor {}", s.t, s.available, run.floor);
+            let floor = c.size.saturating_sub(c.unavailable).min(peak);
+            prop_assert!(s.available >= floor, "t={}: {} available < floor {} (peak {})", s.t, s.available, floor, peak);
+            peak = peak.max(s.available);
         }
         prop_assert!(run.floor <= c.size.saturating_sub(c.unavailable));
 
@@ -107,5 +112,276 @@ proptest! {
         terminated.sort_unstable();
         terminated.dedup();
         prop_assert_eq!(terminated.len(), n, "a node was terminated twice");
+    }
+}
+
+mod way_out {
+    //! Every state the executor can reach has a way out: a rollout driven
+    //! into any state by failures (nodes that never become healthy, drains a
+    //! PodDisruptionBudget never allows, a quota refusing surge, a human's
+    //! pause), then given a healthy provider and drains that succeed,
+    //! completes, with a human resuming it whenever it stops for one.
+
+    use std::sync::Arc;
+
+    use jiff::SignedDuration;
+    use poolwright::clock::{Clock, ManualClock};
+    use poolwright::model::{NodeTemplate, OpKey, PoolSpec};
+    use poolwright::provider::sim::Sim;
+    use poolwright::provider::{Provider, SimDrainer};
+    use poolwright::reconcile::control;
+    use poolwright::reconcile::{EventSink, Executor, Tick};
+    use poolwright::rollout::Status;
+    use poolwright::spec::types::{
+        Distribution, OnDrainTimeout, OnFailure, SimFailures, SimProvider,
+    };
+    use poolwright::spec::values::Duration;
+    use poolwright::store::Journal;
+    use proptest::prelude::*;
+
+    use crate::support::rollout_sim::settings;
+
+    fn template(image: &str) -> NodeTemplate {
+        NodeTemplate {
+            image: Some(image.into()),
+            ..NodeTemplate::default()
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        size: u32,
+        surge: u32,
+        unavailable: u32,
+        never_healthy: f64,
+        drain_blocked: f64,
+        quota_extra: Option<u32>,
+        on_timeout: OnDrainTimeout,
+        on_failure: OnFailure,
+        max_failed: u32,
+        canary: bool,
+        pause_at: Option<i64>,
+        faulty_seconds: i64,
+        seed: u64,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            (1u32..8, 0u32..3, 0u32..3),
+            (0.0f64..0.6, 0.0f64..0.6, proptest::option::of(0u32..2)),
+            (
+                prop_oneof![
+                    Just(OnDrainTimeout::Fail),
+                    Just(OnDrainTimeout::Force),
+                    Just(OnDrainTimeout::Quarantine)
+                ],
+                prop_oneof![Just(OnFailure::Pause), Just(OnFailure::Rollback)],
+                1u32..4,
+                proptest::bool::weighted(0.3),
+            ),
+            (proptest::option::of(0i64..3600), 0i64..7200, any::<u64>()),
+        )
+            .prop_map(
+                |(
+                    (size, surge, unavailable),
+                    (never_healthy, drain_blocked, quota_extra),
+                    (on_timeout, on_failure, max_failed, canary),
+                    (pause_at, faulty_seconds, seed),
+                )| Case {
+                    size,
+                    surge,
+                    unavailable: if surge == 0 && unavailable == 0 {
+                        1
+                    } else {
+                        unavailable
+                    },
+                    never_healthy,
+                    drain_blocked,
+                    quota_extra,
+                    on_timeout,
+                    on_failure,
+                    max_failed,
+                    canary,
+                    pause_at,
+                    faulty_seconds,
+                    seed,
+                },
+            )
+    }
+
+    fn sim_settings(c: &Case, faulty: bool) -> SimProvider {
+        SimProvider {
+            seed: c.seed,
+            boot_time: Distribution::Uniform {
+                min: Duration::secs(10),
+                max: Duration::secs(90),
+            },
+            health_delay: Distribution::Fixed(Duration::secs(5)),
+            drain_time: Distribution::Fixed(Duration::secs(20)),
+            terminate_time: Distribution::Fixed(Duration::secs(5)),
+            quota: if faulty {
+                c.quota_extra.map(|e| c.size + e)
+            } else {
+                None
+            },
+            failures: if faulty {
+                SimFailures {
+                    never_healthy: c.never_healthy,
+                    drain_blocked: c.drain_blocked,
+                    ..SimFailures::default()
+                }
+            } else {
+                SimFailures::default()
+            },
+            ..SimProvider::default()
+        }
+    }
+
+    /// (the status it ended with, human resumes, virtual seconds of phase 2)
+    fn drive(c: &Case) -> (Status, u32, i64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let clock = Arc::new(ManualClock::new("2026-12-02T12:00:00Z".parse().unwrap()));
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::new(state.path().join("journal"));
+        let events = EventSink::none();
+        let mut set = settings(c.size, c.surge, c.unavailable);
+        set.on_drain_timeout = c.on_timeout;
+        set.on_failure = c.on_failure;
+        set.max_failed_nodes = c.max_failed;
+        set.canary = c.canary;
+        set.drain_timeout = Duration::secs(300);
+        set.startup_timeout = Duration::secs(600);
+        let open = |faulty: bool| {
+            Arc::new(
+                Sim::open(
+                    "sim",
+                    &sim_settings(c, faulty),
+                    Some(state.path()),
+                    clock.clone() as Arc<dyn Clock>,
+                )
+                .unwrap(),
+            )
+        };
+        // Phase 1: a faulty world, for a while (or until the rollout stops).
+        let sim = open(true);
+        let spec = PoolSpec {
+            name: "web".into(),
+            size: c.size,
+            autoscaling: None,
+            template: template("img-1"),
+            in_place: Default::default(),
+            placement: Default::default(),
+        };
+        rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["create"])))
+            .unwrap();
+        clock.advance(SignedDuration::from_secs(300));
+        {
+            let provider: Arc<dyn Provider> = sim.clone();
+            let mut ex = rt
+                .block_on(Executor::start(
+                    "web",
+                    template("img-2"),
+                    set.clone(),
+                    provider,
+                    Arc::new(SimDrainer::new(sim.clone())),
+                    &journal,
+                    &events,
+                    clock.as_ref(),
+                ))
+                .unwrap();
+            let mut t = 0;
+            while t < c.faulty_seconds {
+                if c.pause_at == Some(t) && ex.state.status == Status::Running {
+                    let _ =
+                        poolwright::rollout::control::pause(&mut ex.state, "a test", clock.now());
+                }
+                match rt.block_on(ex.tick()) {
+                    Ok(Tick::Finished(_)) => break,
+                    Ok(Tick::Continue { .. }) => {}
+                    Err(e) => panic!("phase 1: {e}"),
+                }
+                clock.advance(SignedDuration::from_secs(1));
+                t += 1;
+            }
+        }
+        drop(sim);
+        // Phase 2: healthy provider, drains that succeed; a human resumes
+        // whenever the rollout stops for one; each resume is a new apply.
+        let sim = open(false);
+        let mut resumes = 0;
+        let mut t = 0;
+        'applies: loop {
+            let provider: Arc<dyn Provider> = sim.clone();
+            let mut ex = match rt.block_on(Executor::start(
+                "web",
+                template("img-2"),
+                set.clone(),
+                provider,
+                Arc::new(SimDrainer::new(sim.clone())),
+                &journal,
+                &events,
+                clock.as_ref(),
+            )) {
+                Ok(ex) => ex,
+                // Rolled back from this very template: that rollout ended.
+                Err(e) if e.contains("rolled back") => {
+                    return (
+                        Status::RolledBack {
+                            failed: template("img-2").hash(),
+                            reason: e,
+                        },
+                        resumes,
+                        t,
+                    );
+                }
+                Err(e) => panic!("phase 2 start: {e}"),
+            };
+            loop {
+                if t > 12 * 3600 {
+                    if std::env::var_os("WAY_OUT_DEBUG").is_some() {
+                        eprintln!("{}", serde_json::to_string_pretty(&ex.state).unwrap());
+                        let pool = rt
+                            .block_on(sim.describe_pools(&["web".to_string()]))
+                            .unwrap();
+                        eprintln!("{pool:#?}");
+                    }
+                    return (ex.state.status.clone(), resumes, t);
+                }
+                match rt.block_on(ex.tick()) {
+                    Ok(Tick::Finished(s)) => return (s, resumes, t),
+                    Ok(Tick::Continue { .. }) => {}
+                    Err(e) => panic!("phase 2: {e}"),
+                }
+                let stopped = matches!(
+                    ex.state.status,
+                    Status::Degraded { .. } | Status::Paused { .. }
+                );
+                if stopped && !ex.in_flight() {
+                    resumes += 1;
+                    rt.block_on(control::resume(&journal, "web", clock.now()))
+                        .unwrap();
+                    continue 'applies;
+                }
+                clock.advance(SignedDuration::from_secs(1));
+                t += 1;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn from_any_reachable_state_a_healed_rollout_completes(c in case()) {
+            let (status, resumes, seconds) = drive(&c);
+            prop_assert!(
+                matches!(status, Status::Completed | Status::RolledBack { .. }),
+                "stuck after {seconds}s of a healthy world and {resumes} resume(s): {status:?}"
+            );
+            prop_assert!(resumes <= 12, "{resumes} resumes: a human should not have to resume that often");
+        }
     }
 }

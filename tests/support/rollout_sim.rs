@@ -39,7 +39,9 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
-        batch_synchronous: false,
+        waves: false,
+        semantics: Default::default(),
+        disruption: Disruption::default(),
     }
 }
 
@@ -86,7 +88,7 @@ impl Run {
         self.samples.iter().map(|s| s.available).min().unwrap_or(0)
     }
     pub fn names(&self) -> Vec<&'static str> {
-        self.events.iter().map(|e| e.event).collect()
+        self.events.iter().map(|e| e.event.as_str()).collect()
     }
     pub fn count(&self, event: &str) -> usize {
         self.events.iter().filter(|e| e.event == event).count()
@@ -96,24 +98,37 @@ impl Run {
     }
 }
 
+/// What the pool looks like now. Available as the executor counts it:
+/// healthy and not cordoned, and, for a node on the rollout's current target,
+/// healthy for `minReady`.
 fn sample(
     rt: &tokio::runtime::Runtime,
     sim: &Sim,
     pool: &str,
     t: i64,
     target: &NodeTemplate,
+    view: (poolwright::model::TemplateHash, Duration, jiff::Timestamp),
 ) -> (Sample, ObservedPool) {
+    let (current, min_ready, now) = view;
     let p = rt
         .block_on(sim.describe_pools(&[pool.to_string()]))
         .unwrap()
         .remove(0);
     let live: Vec<_> = p.live_nodes().collect();
+    let ready = |n: &poolwright::model::Node| {
+        n.template != current
+            || n.healthy_since.is_some_and(|h| {
+                h.saturating_add(jiff::SignedDuration::try_from(min_ready.as_std()).unwrap())
+                    .unwrap()
+                    <= now
+            })
+    };
     let s = Sample {
         t,
         total: live.len() as u32,
         available: live
             .iter()
-            .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
+            .filter(|n| n.state == NodeState::Healthy && !n.cordoned && ready(n))
             .count() as u32,
         updated: live.iter().filter(|n| n.template == target.hash()).count() as u32,
     };
@@ -178,21 +193,22 @@ impl Scenario {
         let provider: Arc<dyn Provider> = sim.clone();
         let drainer = Arc::new(SimDrainer::new(sim.clone()));
         let start = |target: &NodeTemplate| {
+            let mut settings = self.settings.clone();
+            settings.disruption = self.disruption.clone();
             rt.block_on(Executor::start(
                 "web",
                 target.clone(),
-                self.settings.clone(),
+                settings,
                 provider.clone(),
                 drainer.clone(),
                 &journal,
                 &events,
                 clock.as_ref(),
-                self.disruption.clone(),
             ))
             .unwrap()
         };
         let mut rollout = start(&target);
-        let floor = rollout.state.floor;
+        let floor = rollout.state.floor();
         let mut samples = Vec::new();
         let mut status = Status::Running;
         let mut t = 0;
@@ -204,19 +220,20 @@ impl Scenario {
                 drop(rollout);
                 rollout = start(&target);
             }
-            samples.push(sample(&rt, &sim, "web", t, &target).0);
+            let view = |r: &Executor| (r.state.target, r.state.settings.min_ready, clock.now());
+            samples.push(sample(&rt, &sim, "web", t, &target, view(&rollout)).0);
             let mut step = 1;
             match rt.block_on(rollout.tick()).unwrap() {
                 Tick::Finished(s) => {
                     status = s;
-                    samples.push(sample(&rt, &sim, "web", t, &target).0);
+                    samples.push(sample(&rt, &sim, "web", t, &target, view(&rollout)).0);
                     break;
                 }
                 Tick::Continue { waiting } => {
                     status = rollout.state.status.clone();
                     let stopped = matches!(status, Status::Degraded { .. } | Status::Paused { .. });
                     if stopped && !rollout.in_flight() {
-                        samples.push(sample(&rt, &sim, "web", t, &target).0);
+                        samples.push(sample(&rt, &sim, "web", t, &target, view(&rollout)).0);
                         break;
                     }
                     // Only waiting (policy, bake, refused surge): skip ahead a minute.
@@ -225,11 +242,16 @@ impl Scenario {
                     }
                 }
             }
-            samples.push(sample(&rt, &sim, "web", t, &target).0);
+            samples.push(sample(&rt, &sim, "web", t, &target, view(&rollout)).0);
             clock.advance(SignedDuration::from_secs(step));
             t += step;
         }
-        let (_, final_pool) = sample(&rt, &sim, "web", t, &target);
+        let view = (
+            rollout.state.target,
+            rollout.state.settings.min_ready,
+            clock.now(),
+        );
+        let (_, final_pool) = sample(&rt, &sim, "web", t, &target, view);
         Run {
             floor,
             events: events.take(),
@@ -257,5 +279,21 @@ pub fn assert_bounds(run: &Run, size: u32, surge: u32, unavailable: u32) {
             s.t,
             s.available
         );
+    }
+}
+
+/// The ratcheting floor, at every sampled instant: availability never drops
+/// below min(size - unavailable, the highest availability seen before).
+pub fn assert_bounds_ratchet(run: &Run, size: u32, unavailable: u32) {
+    let mut peak = 0;
+    for s in &run.samples {
+        let floor = size.saturating_sub(unavailable).min(peak);
+        assert!(
+            s.available >= floor,
+            "t={}s: {} available, below the floor {floor} (size {size} - unavailable {unavailable}, {peak} were available before)",
+            s.t,
+            s.available
+        );
+        peak = peak.max(s.available);
     }
 }

@@ -1,0 +1,142 @@
+//! What an event reports: one name per kind of step, as written in the event
+//! log (`"event": "drain_started"`) and in logs. The step function names its
+//! notes with these too, so every event has one spelling, pinned by a test.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! event_kinds {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+        /// The kind of an event.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum EventKind {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        impl EventKind {
+            pub const ALL: &[EventKind] = &[$(EventKind::$variant,)*];
+
+            /// The name in the event log.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EventKind::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    // The rollout executor.
+    RolloutStarted = "rollout_started",
+    RolloutSettingsChanged = "rollout_settings_changed",
+    NodeCreateRequested = "node_create_requested",
+    NodeHealthy = "node_healthy",
+    CanaryHealthy = "canary_healthy",
+    DrainStarted = "drain_started",
+    NodeCordoned = "node_cordoned",
+    DrainBlocked = "drain_blocked",
+    NodeDrained = "node_drained",
+    DrainForced = "drain_forced",
+    NodeQuarantined = "node_quarantined",
+    NodeUncordoned = "node_uncordoned",
+    TerminateRequested = "terminate_requested",
+    ReimageRequested = "reimage_requested",
+    NodeTerminated = "node_terminated",
+    Checkpoint = "checkpoint",
+    NodeFailed = "node_failed",
+    Degraded = "degraded",
+    RollbackStarted = "rollback_started",
+    SurgeRefused = "surge_refused",
+    BlockedByPolicy = "blocked_by_policy",
+    ResumedInWindow = "resumed_in_window",
+    Completed = "completed",
+    StepFailed = "step_failed",
+    // A plan's steps, as apply runs them.
+    PoolCreated = "pool_created",
+    PoolDeleted = "pool_deleted",
+    PoolForgotten = "pool_forgotten",
+    PoolAdopted = "pool_adopted",
+    BoundsSet = "bounds_set",
+    PoolScaled = "pool_scaled",
+    UpdatedInPlace = "updated_in_place",
+    TemplateSet = "template_set",
+    RolloutCompleted = "rollout_completed",
+    RolloutWaiting = "rollout_waiting",
+    RolloutStopped = "rollout_stopped",
+    // A human's hand.
+    RolloutPaused = "rollout_paused",
+    RolloutResumed = "rollout_resumed",
+    DisruptionPolicyOverridden = "disruption_policy_overridden",
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for EventKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The event log's names are an interface: scripts and dashboards read
+    /// them. This list pins every one; changing a name fails here first.
+    #[test]
+    fn event_names_are_pinned() {
+        let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rollout_started",
+                "rollout_settings_changed",
+                "node_create_requested",
+                "node_healthy",
+                "canary_healthy",
+                "drain_started",
+                "node_cordoned",
+                "drain_blocked",
+                "node_drained",
+                "drain_forced",
+                "node_quarantined",
+                "node_uncordoned",
+                "terminate_requested",
+                "reimage_requested",
+                "node_terminated",
+                "checkpoint",
+                "node_failed",
+                "degraded",
+                "rollback_started",
+                "surge_refused",
+                "blocked_by_policy",
+                "resumed_in_window",
+                "completed",
+                "step_failed",
+                "pool_created",
+                "pool_deleted",
+                "pool_forgotten",
+                "pool_adopted",
+                "bounds_set",
+                "pool_scaled",
+                "updated_in_place",
+                "template_set",
+                "rollout_completed",
+                "rollout_waiting",
+                "rollout_stopped",
+                "rollout_paused",
+                "rollout_resumed",
+                "disruption_policy_overridden",
+            ]
+        );
+        for k in EventKind::ALL {
+            let json = serde_json::to_string(k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), *k);
+        }
+    }
+}

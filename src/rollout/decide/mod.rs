@@ -1,0 +1,393 @@
+//! The rollout step function: a PURE function from (journal state, observed
+//! nodes, drain progress, now) to the next actions, and [`absorb`], which
+//! takes the outcomes of those actions back in. The disruption policy is
+//! evaluated here too (it is pure), so every decision about what may start,
+//! and every backoff and fallback, is made in this module.
+//!
+//! It is level-triggered, like a Kubernetes controller: every call recomputes
+//! from what is observed, so repeating a call after a crash repeats no side
+//! effect that already happened (a created node is counted, a terminating node
+//! is not chosen again). It is pipelined: whenever a slot frees, the next step
+//! starts in the same call; nothing waits for the slowest node of a batch
+//! (unless the pool asks for waves).
+//!
+//! One call runs these phases, in this order (each in its own module):
+//! 1. `marks`: forget nodes that are gone; take up calls that never reached
+//!    the provider (a crash between journaling and calling).
+//! 2. `failures`: new nodes not healthy within `startupTimeout`.
+//! 3. `drains`: drains in flight finish, time out, or are blocked.
+//! 4. `tally`: count what is available, updated, in flight; raise the peak.
+//! 5. `gates`: completion; then what holds new steps: the disruption policy,
+//!    a checkpoint reached now or baking, a human, a refused surge.
+//! 6. `steps`: create within size + surge; take down within the floor.
+//! 7. `stall`: quarantined nodes holding all surge; the progress deadline.
+//!
+//! Bounds, at every instant (docs/ARCHITECTURE.md, "Rollout rules"):
+//!   total nodes     <= size + surge
+//!   available nodes >= min(size - unavailable, the most seen available)
+
+mod drains;
+mod failures;
+mod gates;
+mod marks;
+mod stall;
+mod steps;
+mod tally;
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::change;
+use super::state::{Mark, RolloutState, Settings, Status};
+use crate::model::{EventKind, Node, NodeState, NodeTemplate, TemplateHash};
+use crate::spec::values::Duration;
+
+pub use crate::model::DrainProgress;
+
+pub struct Inputs<'a> {
+    pub now: Timestamp,
+    /// Every node the provider reports for the pool (terminating ones included).
+    pub nodes: &'a [Node],
+    /// The size the provider holds.
+    pub provider_size: u32,
+    pub drains: &'a BTreeMap<String, DrainProgress>,
+    /// An emergency override: the disruption policy holds nothing.
+    pub override_policy: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Launch `count` nodes on the target template (raises the provider size).
+    CreateNodes { count: u32 },
+    /// Cordon and start draining an old node.
+    Drain { node: String },
+    /// Give up on a drain that timed out (`onTimeout: force`): delete its pods.
+    ForceDrain { node: String },
+    /// Terminate a node and lower the provider size by one.
+    Terminate { node: String },
+    /// Reimage a drained node onto the target template, in place.
+    Reimage { node: String },
+    /// Set the template new nodes launch with (rollback).
+    SetTemplate { template: Box<NodeTemplate> },
+    /// Return a cordoned node to service (its drain was cut short by a rollback).
+    Uncordon { node: String },
+}
+
+/// What became of an action, as the executor saw it; [`absorb`] decides what
+/// follows (backoff, a narrower surge, a node back in service).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nodes were launched.
+    Created { requested: u32 },
+    /// The provider refused the capacity (quota).
+    CreateRefused { requested: u32, message: String },
+    /// A create failed for another reason; the next round decides again.
+    CreateFailed { message: String },
+    /// The node could not be cordoned: it never left service.
+    CordonFailed { node: String, message: String },
+    /// Another call failed; its mark stays, so the next round takes it up.
+    CallFailed {
+        node: Option<String>,
+        message: String,
+    },
+}
+
+/// Something worth an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub event: EventKind,
+    pub node: Option<String>,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub state: RolloutState,
+    pub actions: Vec<Action>,
+    pub notes: Vec<Note>,
+    /// Why no new step could start, when that is the case.
+    pub waiting: Option<String>,
+}
+
+impl Decision {
+    fn note(&mut self, event: EventKind, node: Option<&str>, message: impl Into<String>) {
+        self.notes.push(note(event, node, message));
+    }
+}
+
+pub(crate) fn after(t: Timestamp, d: Duration) -> Timestamp {
+    let d = SignedDuration::try_from(d.as_std()).unwrap_or(SignedDuration::MAX);
+    t.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
+
+fn note(event: EventKind, node: Option<&str>, message: impl Into<String>) -> Note {
+    Note {
+        event,
+        node: node.map(str::to_string),
+        message: message.into(),
+    }
+}
+
+/// Available: healthy, not cordoned, not being taken down, and, for a new node
+/// (on the target template), healthy for `minReady`. An old node that is healthy
+/// is serving: however recently it became healthy, it counts.
+pub fn is_available(
+    n: &Node,
+    target: TemplateHash,
+    marks: &BTreeMap<String, Mark>,
+    min_ready: Duration,
+    now: Timestamp,
+) -> bool {
+    n.state == NodeState::Healthy
+        && !n.cordoned
+        && !marks.contains_key(&n.id)
+        && (n.template != target || n.healthy_since.is_some_and(|h| after(h, min_ready) <= now))
+}
+
+/// Start a rollout towards `target`, or supersede `prior` (a rollout towards an
+/// older desired state): what it has in flight is carried over and finished.
+/// `previous` is the template the pool had (what a rollback returns to, and
+/// what tells the change's class); without it every class applies.
+pub fn begin(
+    pool: &str,
+    target: NodeTemplate,
+    previous: Option<NodeTemplate>,
+    settings: Settings,
+    nodes: &[Node],
+    prior: Option<&RolloutState>,
+    now: Timestamp,
+) -> RolloutState {
+    let target_hash = target.hash();
+    // What the superseded rollout has in flight is finished; a node it left
+    // out of service after a failed drain is drained again, so no node stays
+    // cordoned and forgotten.
+    let carried: BTreeMap<String, Mark> = prior
+        .map(|p| {
+            p.marks
+                .iter()
+                .filter_map(|(k, m)| {
+                    let m = match m {
+                        Mark::DrainFailed => Mark::Draining {
+                            since: now,
+                            blocked: None,
+                        },
+                        Mark::Reimaging { .. } => return None,
+                        other => other.clone(),
+                    };
+                    Some((k.clone(), m))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let available = nodes
+        .iter()
+        .filter(|n| {
+            n.state != NodeState::Terminating
+                && is_available(n, target_hash, &carried, settings.min_ready, now)
+        })
+        .count() as u32;
+    let classes = match &previous {
+        Some(from) => change::classify(from, &target),
+        None => crate::spec::types::ChangeClass::ALL.to_vec(),
+    };
+    RolloutState {
+        pool: pool.to_string(),
+        target: target.hash(),
+        target_template: target,
+        previous,
+        peak_available: available,
+        classes,
+        status: Status::Running,
+        status_since: Some(now),
+        marks: carried,
+        failures: 0,
+        canary_done: false,
+        next_checkpoint: 0,
+        bake_until: None,
+        started_at: now,
+        last_progress_at: now,
+        progress: (0, 0),
+        surge_refused_until: None,
+        surge_backoff_secs: 0,
+        surge_narrowed: false,
+        removed: 0,
+        blocked_by_policy: false,
+        healthy_seen: Default::default(),
+        rollback_of: None,
+        creates: 0,
+        pending_create: None,
+        settings,
+    }
+}
+
+pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
+    let mut d = Decision {
+        state: prev.clone(),
+        actions: Vec::new(),
+        notes: Vec::new(),
+        waiting: None,
+    };
+    let live: Vec<&Node> = inp
+        .nodes
+        .iter()
+        .filter(|n| n.state != NodeState::Terminating)
+        .collect();
+    marks::reconcile(&mut d, inp.nodes);
+    failures::startup(&mut d, &live, inp.now);
+    drains::advance(&mut d, inp.drains, inp.now);
+    let t = tally::Tally::of(&mut d, &live, inp);
+    if gates::completed(&mut d, &t) {
+        return finish(prev, d, inp.now);
+    }
+    let g = gates::evaluate(&mut d, &t, inp);
+    if g.open {
+        steps::start(&mut d, &t, &live, inp.now);
+    }
+    stall::check(&mut d, &t, &g, inp);
+    finish(prev, d, inp.now)
+}
+
+fn finish(prev: &RolloutState, mut d: Decision, now: Timestamp) -> Decision {
+    if d.state.status != prev.status {
+        d.state.status_since = Some(now);
+    }
+    d
+}
+
+/// Take the outcomes of the last round's actions in: a refused surge backs
+/// off (10 s doubling to 5 min) after first narrowing to one node, a
+/// successful launch resets that, a node that could not be cordoned returns
+/// to service. Returns what is worth an event.
+pub fn absorb(s: &mut RolloutState, outcomes: &[Outcome], now: Timestamp) -> Vec<Note> {
+    let mut notes = Vec::new();
+    for o in outcomes {
+        match o {
+            Outcome::Created { .. } => {
+                s.surge_backoff_secs = 0;
+                s.surge_refused_until = None;
+                s.surge_narrowed = false;
+            }
+            Outcome::CreateRefused { requested, message } if *requested > 1 => {
+                s.surge_narrowed = true;
+                notes.push(note(
+                    EventKind::SurgeRefused,
+                    None,
+                    format!("{message}; trying one node next (part of the surge may still fit)"),
+                ));
+            }
+            Outcome::CreateRefused { message, .. } => {
+                let secs = (s.surge_backoff_secs * 2).clamp(10, 300);
+                s.surge_backoff_secs = secs;
+                s.surge_narrowed = false;
+                let until = now
+                    .saturating_add(SignedDuration::from_secs(secs as i64))
+                    .unwrap_or(now);
+                s.surge_refused_until = Some(until);
+                let plan = if s.settings.budget.unavailable > 0 {
+                    "falling back to terminate-before-create"
+                } else {
+                    "stalled: maxUnavailable is 0"
+                };
+                notes.push(note(
+                    EventKind::SurgeRefused,
+                    None,
+                    format!("{message}; {plan}; retrying at {until}"),
+                ));
+            }
+            Outcome::CreateFailed { message } => {
+                notes.push(note(EventKind::StepFailed, None, message.clone()));
+            }
+            Outcome::CordonFailed { node, message } => {
+                // Not cordoned: it never left service; decide again next round.
+                s.marks.remove(node);
+                notes.push(note(
+                    EventKind::StepFailed,
+                    Some(node),
+                    format!("cordon failed: {message}"),
+                ));
+            }
+            Outcome::CallFailed { node, message } => {
+                notes.push(note(
+                    EventKind::StepFailed,
+                    node.as_deref(),
+                    message.clone(),
+                ));
+            }
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn absorbing_a_refused_surge_narrows_then_backs_off_then_resets() {
+        let mut s = state(4, 2, 1);
+        let now = t0();
+        let notes = absorb(
+            &mut s,
+            &[Outcome::CreateRefused {
+                requested: 2,
+                message: "quota".into(),
+            }],
+            now,
+        );
+        assert!(s.surge_narrowed && s.surge_refused_until.is_none());
+        assert!(notes[0].message.contains("trying one node next"));
+        let notes = absorb(
+            &mut s,
+            &[Outcome::CreateRefused {
+                requested: 1,
+                message: "quota".into(),
+            }],
+            now,
+        );
+        assert_eq!(s.surge_backoff_secs, 10);
+        assert_eq!(s.surge_refused_until, Some(at(10)));
+        assert!(
+            notes[0]
+                .message
+                .contains("falling back to terminate-before-create")
+        );
+        absorb(
+            &mut s,
+            &[Outcome::CreateRefused {
+                requested: 1,
+                message: "quota".into(),
+            }],
+            now,
+        );
+        assert_eq!(s.surge_backoff_secs, 20, "doubling");
+        absorb(&mut s, &[Outcome::Created { requested: 1 }], now);
+        assert_eq!((s.surge_backoff_secs, s.surge_refused_until), (0, None));
+    }
+
+    #[test]
+    fn a_node_that_could_not_be_cordoned_returns_to_service() {
+        let mut s = state(4, 1, 0);
+        s.marks.insert(
+            "n1".into(),
+            Mark::Draining {
+                since: t0(),
+                blocked: None,
+            },
+        );
+        let notes = absorb(
+            &mut s,
+            &[Outcome::CordonFailed {
+                node: "n1".into(),
+                message: "forbidden".into(),
+            }],
+            t0(),
+        );
+        assert!(s.marks.is_empty());
+        assert_eq!(notes[0].event, EventKind::StepFailed);
+    }
+}

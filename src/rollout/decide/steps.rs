@@ -1,0 +1,207 @@
+//! Phase 6: new steps, when nothing holds them. Create what is missing,
+//! within size + surge; take old nodes down (and surplus ones when scaling
+//! down), never below the floor: unavailable ones first, since they cost no
+//! availability.
+
+use crate::model::EventKind;
+use jiff::Timestamp;
+
+use super::tally::Tally;
+use super::{Action, Decision, is_available};
+use crate::model::Node;
+use crate::rollout::state::Mark;
+
+pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp) {
+    let s = &mut d.state;
+    let set = s.settings.clone();
+    // In waves, a new wave starts only once the last one has finished.
+    if set.waves && (t.pending_new > 0 || t.in_drain > 0 || t.in_termination > 0) {
+        return;
+    }
+    let target = s.target;
+    let canary_limit = set.canary && !s.canary_done;
+    let refused = s.surge_refused_until.is_some_and(|u| now < u);
+    let surge = if refused { 0 } else { set.budget.surge };
+    if refused && set.budget.unavailable == 0 {
+        d.waiting = Some(format!(
+            "surge capacity refused by the provider; retrying at {} (maxUnavailable is 0, so no node can be taken down first)",
+            s.surge_refused_until.expect("refused")
+        ));
+    }
+    let room = set.size.saturating_add(surge).saturating_sub(t.total);
+    let mut create = set.size.saturating_sub(t.updated_live).min(room);
+    if s.surge_narrowed {
+        create = create.min(1);
+    }
+    if canary_limit {
+        create = create.min(1u32.saturating_sub(t.pending_new + t.in_drain));
+    }
+    if create > 0 {
+        d.actions.push(Action::CreateNodes { count: create });
+    }
+    let available = |n: &Node| is_available(n, target, &s.marks, set.min_ready, now);
+    let mut candidates: Vec<&Node> = live
+        .iter()
+        .copied()
+        .filter(|n| t.outdated_unmarked.contains(&n.id))
+        .collect();
+    if t.surplus > 0 {
+        let mut extra: Vec<&Node> = live
+            .iter()
+            .copied()
+            .filter(|n| n.template == target && !s.marks.contains_key(&n.id))
+            .collect();
+        extra.sort_by_key(|n| (available(n), std::cmp::Reverse(n.launched_at)));
+        candidates.extend(extra.into_iter().take(t.surplus as usize));
+    }
+    candidates.sort_by_key(|n| (available(n), n.template == target, n.launched_at));
+    let picks: Vec<(String, bool)> = candidates
+        .iter()
+        .map(|n| (n.id.clone(), available(n)))
+        .collect();
+    let mut spare = t.available.saturating_sub(s.floor());
+    let mut limit = if canary_limit {
+        1u32.saturating_sub(t.in_drain)
+    } else {
+        u32::MAX
+    };
+    for (id, avail) in picks {
+        if limit == 0 {
+            break;
+        }
+        if avail {
+            if spare == 0 {
+                continue;
+            }
+            spare -= 1;
+        }
+        limit -= 1;
+        s.marks.insert(
+            id.clone(),
+            Mark::Draining {
+                since: now,
+                blocked: None,
+            },
+        );
+        d.actions.push(Action::Drain { node: id.clone() });
+        d.notes.push(super::note(
+            EventKind::DrainStarted,
+            Some(&id),
+            "cordoned; draining",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::fixtures::*;
+    use super::super::tally::Tally;
+    use super::*;
+    use crate::model::NodeState;
+
+    /// (size, surge, unavailable, old healthy, old booting, peak) ->
+    /// (nodes created, nodes taken down).
+    #[test]
+    fn creates_and_take_downs_within_the_budget_and_the_ratcheting_floor() {
+        let table = [
+            // create-before-terminate: 2 surge nodes, nothing taken down yet.
+            ((6, 2, 0, 6, 0, 6), (2, 0)),
+            // terminate-before-create: 2 below size.
+            ((6, 0, 2, 6, 0, 6), (0, 2)),
+            // Both at once.
+            ((6, 1, 1, 6, 0, 6), (1, 1)),
+            // A pool that begins degraded (4 of 10 up) replaces its booting
+            // old nodes first, at no cost, and takes no available one away.
+            ((10, 0, 2, 4, 6, 4), (0, 6)),
+            // It regained 8 at some point (peak 8): the floor is 8, not 4;
+            // with 8 up again, still nothing available is taken.
+            ((10, 0, 2, 8, 2, 8), (0, 2)),
+            // 9 up with the floor at 8: one may go.
+            ((10, 0, 2, 9, 1, 9), (0, 2)),
+        ];
+        for ((size, surge, unavailable, up, booting, peak), want) in table {
+            let mut s = state(size, surge, unavailable);
+            s.peak_available = peak;
+            let mut nodes: Vec<Node> = (0..up).map(|i| healthy(&format!("u{i}"), &old())).collect();
+            nodes.extend((0..booting).map(|i| node(&format!("b{i}"), &old(), NodeState::Pending)));
+            let live: Vec<&Node> = nodes.iter().collect();
+            let drains = BTreeMap::new();
+            let inp = inputs(&nodes, &drains, t0());
+            let mut d = Decision {
+                state: s,
+                actions: vec![],
+                notes: vec![],
+                waiting: None,
+            };
+            let t = Tally::of(&mut d, &live, &inp);
+            start(&mut d, &t, &live, t0());
+            let created: u32 = d
+                .actions
+                .iter()
+                .map(|a| match a {
+                    Action::CreateNodes { count } => *count,
+                    _ => 0,
+                })
+                .sum();
+            let taken = d
+                .actions
+                .iter()
+                .filter(|a| matches!(a, Action::Drain { .. }))
+                .count() as u32;
+            assert_eq!(
+                (created, taken),
+                want,
+                "size {size} surge {surge} unavailable {unavailable} up {up} booting {booting} peak {peak}"
+            );
+            // Never an available node below the floor.
+            let floor = size.saturating_sub(unavailable).min(d.state.peak_available);
+            let still_up = up
+                - d.actions
+                    .iter()
+                    .filter(|a| matches!(a, Action::Drain { node } if node.starts_with('u')))
+                    .count() as u32;
+            assert!(still_up >= floor, "{still_up} < floor {floor}");
+        }
+    }
+
+    #[test]
+    fn a_narrowed_surge_tries_one_node_and_a_canary_goes_alone() {
+        let mut s = state(6, 3, 0);
+        s.surge_narrowed = true;
+        let nodes: Vec<Node> = (0..6).map(|i| healthy(&format!("o{i}"), &old())).collect();
+        let live: Vec<&Node> = nodes.iter().collect();
+        let drains = BTreeMap::new();
+        let inp = inputs(&nodes, &drains, t0());
+        let mut d = Decision {
+            state: s,
+            actions: vec![],
+            notes: vec![],
+            waiting: None,
+        };
+        let t = Tally::of(&mut d, &live, &inp);
+        start(&mut d, &t, &live, t0());
+        assert_eq!(d.actions, vec![Action::CreateNodes { count: 1 }]);
+
+        let mut s = state(6, 3, 3);
+        s.settings.canary = true;
+        let mut d = Decision {
+            state: s,
+            actions: vec![],
+            notes: vec![],
+            waiting: None,
+        };
+        let t = Tally::of(&mut d, &live, &inp);
+        start(&mut d, &t, &live, t0());
+        let drains = d
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Drain { .. }))
+            .count();
+        assert_eq!(
+            (d.actions[0].clone(), drains),
+            (Action::CreateNodes { count: 1 }, 1)
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! Phase 4: count, after the marks of this call, what is available, updated
+//! and in flight; report new nodes that became available; raise the peak of
+//! availability, from which the floor ratchets up.
+
+use super::{Decision, Inputs, is_available};
+use crate::model::EventKind;
+use crate::model::Node;
+use crate::rollout::state::Mark;
+
+/// The counts the later phases decide from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Tally {
+    /// Nodes that count against size + surge.
+    pub total: u32,
+    pub available: u32,
+    /// Nodes on the target template not on their way out.
+    pub updated_live: u32,
+    pub updated_available: u32,
+    /// Updated nodes not available yet (booting, or not ready for minReady).
+    pub pending_new: u32,
+    pub in_drain: u32,
+    pub in_termination: u32,
+    pub quarantined: u32,
+    /// Old nodes the rollout has not touched yet.
+    pub outdated_unmarked: Vec<String>,
+    /// Updated nodes beyond the size (a scale-down).
+    pub surplus: u32,
+}
+
+impl Tally {
+    pub(super) fn of(d: &mut Decision, live: &[&Node], inp: &Inputs) -> Tally {
+        let s = &mut d.state;
+        let set = &s.settings;
+        let now = inp.now;
+        let target = s.target;
+        let available_now = |n: &Node| is_available(n, target, &s.marks, set.min_ready, now);
+        let available = live.iter().filter(|n| available_now(n)).count() as u32;
+        // A node on the target that the rollout is taking down, or that a
+        // drain left out of service (quarantined, failed; carried over from a
+        // rolled-back or superseded rollout), is not one of the `size` nodes:
+        // another takes its place.
+        let updated_live = live
+            .iter()
+            .filter(|n| {
+                n.template == target
+                    && matches!(
+                        s.marks.get(&n.id),
+                        None | Some(Mark::Reimaging { .. } | Mark::Uncordoning)
+                    )
+            })
+            .count() as u32;
+        let fresh: Vec<String> = live
+            .iter()
+            .filter(|n| n.template == target && available_now(n))
+            .map(|n| n.id.clone())
+            .collect();
+        let updated_available = fresh.len() as u32;
+        let count = |f: fn(&Mark) -> bool| s.marks.values().filter(|m| f(m)).count() as u32;
+        let t = Tally {
+            total: inp.provider_size.max(live.len() as u32),
+            available,
+            updated_live,
+            updated_available,
+            pending_new: updated_live - updated_available.min(updated_live),
+            in_drain: count(|m| matches!(m, Mark::Draining { .. })),
+            in_termination: count(|m| {
+                matches!(
+                    m,
+                    Mark::Terminating { .. } | Mark::Reimaging { .. } | Mark::Uncordoning
+                )
+            }),
+            quarantined: count(|m| matches!(m, Mark::Quarantined)),
+            outdated_unmarked: live
+                .iter()
+                .filter(|n| n.template != target && !s.marks.contains_key(&n.id))
+                .map(|n| n.id.clone())
+                .collect(),
+            surplus: updated_live.saturating_sub(set.size),
+        };
+        let min_ready = set.min_ready;
+        let canary = set.canary;
+        for id in fresh {
+            if s.healthy_seen.insert(id.clone()) {
+                d.notes.push(super::note(
+                    EventKind::NodeHealthy,
+                    Some(&id),
+                    format!("healthy for {min_ready}"),
+                ));
+            }
+        }
+        if !s.canary_done && updated_available >= 1 {
+            s.canary_done = true;
+            if canary {
+                d.notes.push(super::note(
+                    EventKind::CanaryHealthy,
+                    None,
+                    format!("the first new node stayed healthy for {min_ready}"),
+                ));
+            }
+        }
+        let progress = (updated_available, s.removed);
+        if progress != s.progress {
+            s.progress = progress;
+            s.last_progress_at = now;
+        }
+        // The floor only ratchets up: availability regained is not given away.
+        s.peak_available = s.peak_available.max(available);
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::fixtures::*;
+    use super::*;
+    use crate::model::NodeState;
+
+    #[test]
+    fn counts_and_the_peak() {
+        let mut s = state(4, 1, 1);
+        s.peak_available = 2;
+        s.marks.insert(
+            "o0".into(),
+            Mark::Draining {
+                since: t0(),
+                blocked: None,
+            },
+        );
+        let nodes = vec![
+            healthy("o0", &old()),
+            healthy("o1", &old()),
+            healthy("o2", &old()),
+            node("o3", &old(), NodeState::Pending),
+            healthy("n1", &new()),
+            node("n2", &new(), NodeState::Pending),
+        ];
+        let live: Vec<&Node> = nodes.iter().collect();
+        let drains = BTreeMap::new();
+        let inp = inputs(&nodes, &drains, t0());
+        let mut d = Decision {
+            state: s,
+            actions: vec![],
+            notes: vec![],
+            waiting: None,
+        };
+        let t = Tally::of(&mut d, &live, &inp);
+        assert_eq!(t.total, 6);
+        assert_eq!(t.available, 3, "o1, o2, n1 (o0 drains, o3 and n2 boot)");
+        assert_eq!(
+            (t.updated_live, t.updated_available, t.pending_new),
+            (2, 1, 1)
+        );
+        assert_eq!((t.in_drain, t.in_termination, t.quarantined), (1, 0, 0));
+        assert_eq!(t.outdated_unmarked, ["o1", "o2", "o3"]);
+        assert_eq!(
+            d.state.peak_available, 3,
+            "the peak rises with availability"
+        );
+        assert_eq!(d.notes[0].event, EventKind::NodeHealthy);
+    }
+}
