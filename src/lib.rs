@@ -1,7 +1,7 @@
 //! poolwright: reconcile node pools from a directory of desired-state YAML.
 //!
-//! The binary is a thin clap front end over this library; see `DESIGN.md` in the
-//! project's shared folder for the map of modules.
+//! The binary is a thin clap front end over this library; `docs/ARCHITECTURE.md`
+//! is the map of its modules and layers.
 
 pub mod cli;
 pub mod clock;

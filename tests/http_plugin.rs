@@ -451,7 +451,10 @@ fn a_quota_refusal_falls_back_to_terminate_before_create() {
         .filter(|e| e["event"] == "surge_refused")
         .collect();
     assert!(!refused.is_empty(), "{events:#?}");
-    let messages: Vec<&str> = refused.iter().filter_map(|e| e["message"].as_str()).collect();
+    let messages: Vec<&str> = refused
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
     assert!(
         messages.iter().all(|m| m.contains("quota-exceeded")),
         "{messages:#?}"

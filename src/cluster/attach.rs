@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 
-use super::Cluster;
 use super::nodes::{NodeView, overlay};
+use super::{Cluster, ConnectError};
 use crate::model::{Bounds, InPlace, NodeState, NodeTemplate, ObservedPool, PoolSpec};
 use crate::provider::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::spec::Config;
@@ -90,14 +90,14 @@ impl Attached {
             .cluster
             .nodes_by_id()
             .await
-            .map_err(|e| self.error("list nodes", e))?;
+            .map_err(|e| self.error("list nodes", e.to_string()))?;
         if self.register {
             self.register(pools, &known).await?;
             known = self
                 .cluster
                 .nodes_by_id()
                 .await
-                .map_err(|e| self.error("list nodes", e))?;
+                .map_err(|e| self.error("list nodes", e.to_string()))?;
         }
         for pool in pools.iter_mut() {
             overlay(pool, &known);
@@ -110,7 +110,7 @@ impl Attached {
             .cluster
             .node_of(id)
             .await
-            .map_err(|e| self.error("find node", e))?
+            .map_err(|e| self.error("find node", e.to_string()))?
         else {
             return Ok(());
         };
@@ -136,17 +136,20 @@ pub async fn connect(
     provider_name: &str,
     cluster_name: &str,
     provider: Arc<dyn Provider>,
-) -> std::result::Result<Attached, String> {
+) -> std::result::Result<Attached, ConnectError> {
     let entry = config
         .clusters
         .get(cluster_name)
-        .ok_or_else(|| format!("cluster {cluster_name:?} is not in the desired state"))?;
+        .ok_or_else(|| ConnectError::Unknown(cluster_name.to_string()))?;
     let base = std::path::Path::new(&entry.file)
         .parent()
         .unwrap_or(std::path::Path::new("."));
     let cluster = Cluster::connect(cluster_name, &entry.doc.spec.value, base)
         .await
-        .map_err(|e| format!("cluster {cluster_name:?}: {e:#}"))?;
+        .map_err(|source| ConnectError::Config {
+            cluster: cluster_name.to_string(),
+            source,
+        })?;
     let register = config
         .providers
         .get(provider_name)

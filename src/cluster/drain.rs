@@ -12,9 +12,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams};
 
-use super::Cluster;
+use super::{Cluster, ClusterError};
 use crate::model::DrainProgress;
-use crate::provider::Drainer;
+use crate::provider::{DrainError, Drainer};
 
 /// Mirror pods are the kubelet's static pods; evicting them does nothing.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -30,12 +30,12 @@ impl KubeDrainer {
 
     /// Pods a drain must move: not owned by a DaemonSet (it would come back),
     /// not a mirror pod, not already terminating, not finished.
-    async fn pods_to_move(&self, node: &str) -> Result<Vec<Pod>, String> {
+    async fn pods_to_move(&self, node: &str) -> Result<Vec<Pod>, ClusterError> {
         let api: Api<Pod> = Api::all(self.cluster.client.clone());
         let list = api
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
-            .map_err(|e| format!("list pods on node {node}: {e}"))?;
+            .map_err(|e| self.cluster.error(format!("list pods on node {node}"), e))?;
         Ok(list.items.into_iter().filter(must_move).collect())
     }
 
@@ -75,7 +75,7 @@ impl KubeDrainer {
         }
     }
 
-    async fn node_name(&self, id: &str) -> Result<Option<String>, String> {
+    async fn node_name(&self, id: &str) -> Result<Option<String>, ClusterError> {
         Ok(self.cluster.node_of(id).await?.map(|n| n.name))
     }
 }
@@ -113,12 +113,12 @@ fn name_of(pod: &Pod) -> String {
 
 #[async_trait]
 impl Drainer for KubeDrainer {
-    async fn cordon(&self, _pool: &str, node: &str) -> Result<(), String> {
-        self.cluster.set_unschedulable(node, true).await
+    async fn cordon(&self, _pool: &str, node: &str) -> Result<(), DrainError> {
+        Ok(self.cluster.set_unschedulable(node, true).await?)
     }
 
-    async fn uncordon(&self, _pool: &str, node: &str) -> Result<(), String> {
-        self.cluster.set_unschedulable(node, false).await
+    async fn uncordon(&self, _pool: &str, node: &str) -> Result<(), DrainError> {
+        Ok(self.cluster.set_unschedulable(node, false).await?)
     }
 
     async fn progress(&self, _: &str, node: &str, _: Timestamp, _: Timestamp) -> DrainProgress {
@@ -126,11 +126,11 @@ impl Drainer for KubeDrainer {
             Ok(Some(n)) => n,
             // Never registered (or already gone): nothing runs there.
             Ok(None) => return DrainProgress::Done,
-            Err(e) => return DrainProgress::Blocked(e),
+            Err(e) => return DrainProgress::Blocked(e.to_string()),
         };
         let pods = match self.pods_to_move(&name).await {
             Ok(p) => p,
-            Err(e) => return DrainProgress::Blocked(e),
+            Err(e) => return DrainProgress::Blocked(e.to_string()),
         };
         if pods.is_empty() {
             return DrainProgress::Done;
@@ -165,7 +165,7 @@ impl Drainer for KubeDrainer {
         }
     }
 
-    async fn force(&self, _: &str, node: &str) -> Result<(), String> {
+    async fn force(&self, _: &str, node: &str) -> Result<(), DrainError> {
         let Some(name) = self.node_name(node).await? else {
             return Ok(());
         };
@@ -176,7 +176,12 @@ impl Drainer for KubeDrainer {
             match api.delete(&pod_name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(format!("delete pod {}: {e}", name_of(&pod))),
+                Err(e) => {
+                    return Err(self
+                        .cluster
+                        .error(format!("delete pod {}", name_of(&pod)), e)
+                        .into());
+                }
             }
         }
         Ok(())

@@ -18,6 +18,31 @@ use crate::spec::types::{ClusterSpec, NodeMatch, NodeMatchBy};
 
 pub use drain::KubeDrainer;
 
+/// A Kubernetes call that failed: what was asked, of which cluster, and the
+/// API server's answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} in cluster {cluster}: {source}")]
+pub struct ClusterError {
+    /// `list nodes`, `cordon node web-3`, `delete pod default/web-1`...
+    pub call: String,
+    pub cluster: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Connecting to a cluster failed (its document, its kubeconfig, its context).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cluster {0:?} is not in the desired state")]
+    Unknown(String),
+    #[error("cluster {cluster:?}: {source:#}")]
+    Config {
+        cluster: String,
+        #[source]
+        source: anyhow::Error,
+    },
+}
+
 /// A connection to one cluster.
 #[derive(Clone)]
 pub struct Cluster {

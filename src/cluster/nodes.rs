@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 
-use super::Cluster;
+use super::{Cluster, ClusterError};
 use crate::model::{NodeState, ObservedPool};
 
 /// How a provider node id is found among Node objects.
@@ -64,8 +64,16 @@ pub fn view(node: &KubeNode) -> NodeView {
 }
 
 impl Cluster {
+    pub fn error(&self, call: String, source: kube::Error) -> ClusterError {
+        ClusterError {
+            call,
+            cluster: self.name.clone(),
+            source,
+        }
+    }
+
     /// Every Node, by provider node id (one list call).
-    pub async fn nodes_by_id(&self) -> Result<HashMap<String, NodeView>, String> {
+    pub async fn nodes_by_id(&self) -> Result<HashMap<String, NodeView>, ClusterError> {
         let api: Api<KubeNode> = Api::all(self.client.clone());
         let matcher = self.matcher();
         let params = match &matcher {
@@ -75,7 +83,7 @@ impl Cluster {
         let list = api
             .list(&params)
             .await
-            .map_err(|e| format!("list nodes in cluster {}: {e}", self.name))?;
+            .map_err(|e| self.error("list nodes".into(), e))?;
         let mut out = HashMap::new();
         for n in &list.items {
             let Some(key) = matcher.key_of(n) else {
@@ -93,13 +101,13 @@ impl Cluster {
     }
 
     /// The Node of a provider node, if it has registered.
-    pub async fn node_of(&self, id: &str) -> Result<Option<NodeView>, String> {
+    pub async fn node_of(&self, id: &str) -> Result<Option<NodeView>, ClusterError> {
         Ok(self.nodes_by_id().await?.remove(id))
     }
 
     /// Set or clear `spec.unschedulable`. A node that never registered has
     /// nothing scheduled on it: there is nothing to cordon.
-    pub async fn set_unschedulable(&self, id: &str, on: bool) -> Result<(), String> {
+    pub async fn set_unschedulable(&self, id: &str, on: bool) -> Result<(), ClusterError> {
         let Some(node) = self.node_of(id).await? else {
             return Ok(());
         };
@@ -109,12 +117,8 @@ impl Cluster {
             .await
             .map(|_| ())
             .map_err(|e| {
-                format!(
-                    "{} node {} in cluster {}: {e}",
-                    if on { "cordon" } else { "uncordon" },
-                    node.name,
-                    self.name
-                )
+                let action = if on { "cordon" } else { "uncordon" };
+                self.error(format!("{action} node {}", node.name), e)
             })
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod board;
 pub mod client;
+pub mod decision;
 pub mod ha;
 pub mod http;
 pub mod metrics;

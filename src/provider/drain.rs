@@ -13,12 +13,23 @@ use jiff::Timestamp;
 use super::sim::Sim;
 use crate::model::DrainProgress;
 
+/// A cordon, an uncordon or a forced drain that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// The Kubernetes API refused or could not be reached.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
+    /// The simulator refused (its node is gone).
+    #[error(transparent)]
+    Provider(#[from] super::ProviderError),
+}
+
 #[async_trait]
 pub trait Drainer: Send + Sync {
     /// Mark the node unschedulable.
-    async fn cordon(&self, pool: &str, node: &str) -> Result<(), String>;
+    async fn cordon(&self, pool: &str, node: &str) -> Result<(), DrainError>;
     /// Make it schedulable again (rollback, in-place completion).
-    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), String>;
+    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), DrainError>;
     /// Continue draining a node (idempotent) and say how it is going.
     async fn progress(
         &self,
@@ -28,7 +39,7 @@ pub trait Drainer: Send + Sync {
         now: Timestamp,
     ) -> DrainProgress;
     /// Stop waiting: delete what is left on the node.
-    async fn force(&self, pool: &str, node: &str) -> Result<(), String>;
+    async fn force(&self, pool: &str, node: &str) -> Result<(), DrainError>;
 }
 
 /// For pools without a cluster and a provider without workloads to move:
@@ -37,16 +48,16 @@ pub struct NoDrain;
 
 #[async_trait]
 impl Drainer for NoDrain {
-    async fn cordon(&self, _: &str, _: &str) -> Result<(), String> {
+    async fn cordon(&self, _: &str, _: &str) -> Result<(), DrainError> {
         Ok(())
     }
-    async fn uncordon(&self, _: &str, _: &str) -> Result<(), String> {
+    async fn uncordon(&self, _: &str, _: &str) -> Result<(), DrainError> {
         Ok(())
     }
     async fn progress(&self, _: &str, _: &str, _: Timestamp, _: Timestamp) -> DrainProgress {
         DrainProgress::Done
     }
-    async fn force(&self, _: &str, _: &str) -> Result<(), String> {
+    async fn force(&self, _: &str, _: &str) -> Result<(), DrainError> {
         Ok(())
     }
 }
@@ -70,15 +81,11 @@ impl SimDrainer {
 
 #[async_trait]
 impl Drainer for SimDrainer {
-    async fn cordon(&self, pool: &str, node: &str) -> Result<(), String> {
-        self.sim
-            .set_cordoned(pool, node, true)
-            .map_err(|e| e.to_string())
+    async fn cordon(&self, pool: &str, node: &str) -> Result<(), DrainError> {
+        Ok(self.sim.set_cordoned(pool, node, true)?)
     }
-    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), String> {
-        self.sim
-            .set_cordoned(pool, node, false)
-            .map_err(|e| e.to_string())
+    async fn uncordon(&self, pool: &str, node: &str) -> Result<(), DrainError> {
+        Ok(self.sim.set_cordoned(pool, node, false)?)
     }
     async fn progress(
         &self,
@@ -107,7 +114,7 @@ impl Drainer for SimDrainer {
             DrainProgress::Running
         }
     }
-    async fn force(&self, _: &str, node: &str) -> Result<(), String> {
+    async fn force(&self, _: &str, node: &str) -> Result<(), DrainError> {
         self.forced
             .lock()
             .unwrap_or_else(|p| p.into_inner())

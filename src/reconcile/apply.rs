@@ -17,6 +17,40 @@ use crate::spec::Config;
 use crate::store::Journal;
 use crate::store::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("provider {0:?} is not available")]
+    NoProvider(String),
+    #[error("provider {provider}: {source}")]
+    Provider {
+        provider: String,
+        #[source]
+        source: crate::provider::ProviderError,
+    },
+    /// The inventory could not be saved.
+    #[error("{0:#}")]
+    Inventory(anyhow::Error),
+    #[error(transparent)]
+    Executor(#[from] super::executor::ExecutorError),
+    #[error("{0}; no node was replaced")]
+    Cluster(#[from] crate::cluster::ConnectError),
+    #[error(
+        "the roll reimages nodes in place, but provider {0:?} cannot reimage nodes; no node was replaced"
+    )]
+    CannotReimage(String),
+    #[error("pool {0} no longer exists")]
+    Gone(String),
+    #[error("the plan's scale-down to {0} carries no rollout settings; plan again")]
+    NoSettings(u32),
+    #[error("rolled back: {0}")]
+    RolledBack(String),
+    #[error("Degraded: {reason}. After looking into it: `poolwright rollout resume {pool}`")]
+    Degraded { pool: String, reason: String },
+    #[error("paused ({reason}); `poolwright rollout resume {pool}` continues it")]
+    Paused { pool: String, reason: String },
+}
+
 #[derive(Debug, Default)]
 pub struct ApplyOutcome {
     pub steps_done: usize,
@@ -114,7 +148,7 @@ async fn pool_steps(
         .providers
         .get(&p.provider)
         .cloned()
-        .ok_or_else(|| format!("{who}: provider {:?} is not available", p.provider))?;
+        .ok_or_else(|| format!("{who}: {}", StepError::NoProvider(p.provider.clone())))?;
     // Counts in events are the cluster's view when the pool has one (a
     // cordoned Node is not available, whatever the provider says).
     let counting = match &p.cluster {
@@ -179,12 +213,16 @@ async fn pool_steps(
                     message: text.clone(),
                     revision: None,
                 });
-                record_applied(p, provider.as_ref(), ctx).await?;
+                record_applied(p, provider.as_ref(), ctx)
+                    .await
+                    .map_err(|e| format!("{who}: {e}"))?;
                 return Err(text);
             }
         }
     }
-    record_applied(p, provider.as_ref(), ctx).await
+    record_applied(p, provider.as_ref(), ctx)
+        .await
+        .map_err(|e| format!("{who}: {e}"))
 }
 
 async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
@@ -205,15 +243,17 @@ async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
 async fn update_inventory(
     ctx: &ApplyContext<'_>,
     change: impl FnOnce(&mut Inventory),
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     change(&mut ctx.inventory.lock().unwrap_or_else(|p| p.into_inner()));
     ctx.inventory_store
         .save(ctx.inventory)
         .await
-        .map_err(|e| format!("{e:#}"))
+        .map_err(StepError::Inventory)
 }
 
 /// A key unique to this execution of a step (the time, the process, a counter).
+/// The wall clock on purpose: this is uniqueness, not a decision, and a
+/// simulated clock restarts at the same instant on every run.
 fn step_key(pool: &str, step: &Step) -> OpKey {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -236,10 +276,13 @@ async fn run_step(
     step: &Step,
     provider: &dyn Provider,
     ctx: &ApplyContext<'_>,
-) -> Result<StepEnd, String> {
+) -> Result<StepEnd, StepError> {
     let pool = p.pool.as_str();
-    let err = |e: crate::provider::ProviderError| format!("provider {}: {e}", p.provider);
-    let done = |r: Result<(), String>| r.map(|()| StepEnd::Done);
+    let err = |source: crate::provider::ProviderError| StepError::Provider {
+        provider: p.provider.clone(),
+        source,
+    };
+    let done = |r: Result<(), StepError>| r.map(|()| StepEnd::Done);
     // Pool-level calls are absolute ("hold 5 nodes", "this template"): one key
     // per step, reused by its retries; a resumed apply plans again from what
     // the provider reports, so repeating such a call with a new key is harmless.
@@ -344,10 +387,11 @@ async fn run_step(
                 .map_err(err)?
                 .into_iter()
                 .next()
-                .ok_or_else(|| format!("pool {pool} no longer exists"))?;
-            let settings = settings.as_deref().cloned().ok_or_else(|| {
-                format!("the plan's scale-down to {to} carries no rollout settings; plan again")
-            })?;
+                .ok_or_else(|| StepError::Gone(pool.to_string()))?;
+            let settings = settings
+                .as_deref()
+                .cloned()
+                .ok_or(StepError::NoSettings(*to))?;
             roll(p, current.template, settings, ctx).await
         }
     }
@@ -356,11 +400,11 @@ async fn run_step(
 fn provider_of(
     ctx: &ApplyContext<'_>,
     p: &PoolPlan,
-) -> Result<std::sync::Arc<dyn Provider>, String> {
+) -> Result<std::sync::Arc<dyn Provider>, StepError> {
     ctx.providers
         .get(&p.provider)
         .cloned()
-        .ok_or_else(|| format!("provider {:?} is not available", p.provider))
+        .ok_or_else(|| StepError::NoProvider(p.provider.clone()))
 }
 
 /// Run the shared rollout executor, with the settings the plan carries, until
@@ -371,13 +415,10 @@ async fn roll(
     template: crate::model::NodeTemplate,
     settings: Settings,
     ctx: &ApplyContext<'_>,
-) -> Result<StepEnd, String> {
+) -> Result<StepEnd, StepError> {
     let (provider, drainer) = attach_cluster(p, provider_of(ctx, p)?, ctx).await?;
     if settings.reimage && !provider.capabilities().reimage {
-        return Err(format!(
-            "the roll reimages nodes in place, but provider {:?} cannot reimage nodes; no node was replaced",
-            p.provider
-        ));
+        return Err(StepError::CannotReimage(p.provider.clone()));
     }
     let poll = provider.capabilities().poll_interval;
     let mut rollout = Executor::start(
@@ -403,15 +444,15 @@ async fn roll(
             EventKind::RolloutWaiting,
             "waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows".into(),
         )),
-        Status::RolledBack { reason, .. } => Err(format!("rolled back: {reason}")),
-        Status::Degraded { reason } => Err(format!(
-            "Degraded: {reason}. After looking into it: `poolwright rollout resume {}`",
-            p.pool
-        )),
-        Status::Paused { reason } => Err(format!(
-            "paused ({reason}); `poolwright rollout resume {}` continues it",
-            p.pool
-        )),
+        Status::RolledBack { reason, .. } => Err(StepError::RolledBack(reason)),
+        Status::Degraded { reason } => Err(StepError::Degraded {
+            pool: p.pool.clone(),
+            reason,
+        }),
+        Status::Paused { reason } => Err(StepError::Paused {
+            pool: p.pool.clone(),
+            reason,
+        }),
     }
 }
 
@@ -426,15 +467,13 @@ async fn attach_cluster(
         std::sync::Arc<dyn Provider>,
         std::sync::Arc<dyn crate::provider::Drainer>,
     ),
-    String,
+    StepError,
 > {
     let Some(name) = &p.cluster else {
         return Ok((provider, ctx.providers.drainer(&p.provider)));
     };
     let attached =
-        crate::cluster::attach::connect(ctx.config, &p.provider, name.as_str(), provider)
-            .await
-            .map_err(|e| format!("{e}; no node was replaced"))?;
+        crate::cluster::attach::connect(ctx.config, &p.provider, name.as_str(), provider).await?;
     let drainer = std::sync::Arc::new(crate::cluster::KubeDrainer::new(attached.cluster().clone()));
     Ok((std::sync::Arc::new(attached), drainer))
 }
@@ -445,7 +484,7 @@ async fn record_applied(
     p: &PoolPlan,
     provider: &dyn Provider,
     ctx: &ApplyContext<'_>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let known = {
         let inv = ctx.inventory.lock().unwrap_or_else(|p| p.into_inner());
         inv.pools.contains_key(&p.pool)
@@ -457,7 +496,10 @@ async fn record_applied(
         provider.describe_pools(std::slice::from_ref(&p.pool))
     })
     .await
-    .map_err(|e| format!("nodepool.{}: provider {}: {e}", p.pool, p.provider))?;
+    .map_err(|source| StepError::Provider {
+        provider: p.provider.clone(),
+        source,
+    })?;
     let Some(pool) = observed.into_iter().next() else {
         return Ok(());
     };

@@ -3,26 +3,37 @@
 //! state lock; the daemon between a pool's steps.
 
 use crate::rollout::RolloutState;
-use crate::rollout::control::{self, Resumed};
+use crate::rollout::control::{self, Refused, Resumed};
 use crate::store::Journal;
+
+/// Why a pause or resume did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("nodepool.{0}: no rollout in progress")]
+    NoRollout(String),
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The journal could not be read or written.
+    #[error("{0:#}")]
+    Journal(#[from] anyhow::Error),
+}
 
 /// What a pause or resume did, in one sentence for the operator; `Err` when
 /// there was nothing to do (and why).
-pub type Outcome = Result<String, String>;
+pub type Outcome = Result<String, ControlError>;
 
-async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, String> {
+async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, ControlError> {
     journal
         .load(pool)
-        .await
-        .map_err(|e| format!("{e:#}"))?
-        .ok_or_else(|| format!("nodepool.{pool}: no rollout in progress"))
+        .await?
+        .ok_or_else(|| ControlError::NoRollout(pool.to_string()))
 }
 
 /// Stop starting new steps (steps in flight finish).
 pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> Outcome {
     let mut r = load(journal, pool).await?;
     let message = control::pause(&mut r, who, now)?;
-    journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
+    journal.save(&r).await?;
     Ok(message)
 }
 
@@ -32,11 +43,11 @@ pub async fn resume(journal: &Journal, pool: &str, now: jiff::Timestamp) -> Outc
     let r = load(journal, pool).await?;
     match control::resume(&r, now)? {
         Resumed::Continue(r, message) => {
-            journal.save(&r).await.map_err(|e| format!("{e:#}"))?;
+            journal.save(&r).await?;
             Ok(message)
         }
         Resumed::Forget(message) => {
-            journal.remove(pool).await.map_err(|e| format!("{e:#}"))?;
+            journal.remove(pool).await?;
             Ok(message)
         }
     }

@@ -10,12 +10,38 @@ use super::events::{Counts, Event, EventSink};
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
-use crate::model::{EventKind, NodeTemplate, ObservedPool};
-use crate::provider::{Drainer, ErrorKind, Provider};
+use crate::model::{EventKind, NodeTemplate, ObservedPool, TemplateHash};
+use crate::provider::{Drainer, ErrorKind, Provider, ProviderError};
 use crate::rollout::decide::{Action, Inputs, Note, Outcome, absorb, begin, decide, is_available};
 use crate::rollout::state::PendingCreate;
 use crate::rollout::{Mark, RolloutState, Settings, Status};
 use crate::store::Journal;
+
+/// Why a rollout could not go on (what is in the journal stays: the next
+/// run takes it up).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    /// The provider could not be asked, or refused a call the rollout needs.
+    #[error("{pool}: {source}")]
+    Provider {
+        pool: String,
+        #[source]
+        source: ProviderError,
+    },
+    #[error("{pool}: the pool no longer exists at provider {provider}")]
+    Gone { pool: String, provider: String },
+    /// The journal could not be read or written: nothing is done without it.
+    #[error("{0:#}")]
+    Journal(#[from] anyhow::Error),
+    /// This process may not act (it lost the leader lease).
+    #[error("{pool}: {reason}")]
+    Fenced { pool: String, reason: String },
+    #[error(
+        "the last rollout of {pool} to template {target} failed and was rolled back; \
+         run `poolwright rollout resume {pool}` to try it again"
+    )]
+    RolledBack { pool: String, target: TemplateHash },
+}
 
 /// Everything a rollout acts through.
 pub struct Executor<'a> {
@@ -57,9 +83,9 @@ impl<'a> Executor<'a> {
         journal: &'a Journal,
         events: &'a EventSink,
         clock: &'a dyn Clock,
-    ) -> Result<Executor<'a>, String> {
+    ) -> Result<Executor<'a>, ExecutorError> {
         let observed = observe(provider.as_ref(), pool, clock).await?;
-        let prior = journal.load(pool).await.map_err(|e| format!("{e:#}"))?;
+        let prior = journal.load(pool).await?;
         let target = desired.hash();
         let now = clock.now();
         let mut changed = Vec::new();
@@ -76,18 +102,17 @@ impl<'a> Executor<'a> {
                 status: Status::RolledBack { failed, .. },
                 ..
             }) if failed == target => {
-                return Err(format!(
-                    "the last rollout of {pool} to template {target} failed and was rolled back; \
-                     run `poolwright rollout resume {pool}` to try it again"
-                ));
+                return Err(ExecutorError::RolledBack {
+                    pool: pool.to_string(),
+                    target,
+                });
             }
             prior => {
-                let previous = Some(observed.template.clone()).filter(|t| t.hash() != target);
                 let superseded = prior.as_ref().filter(|p| !p.status.is_terminal());
                 begin(
                     pool,
                     desired.clone(),
-                    previous,
+                    observed.template.clone(),
                     settings,
                     &observed.nodes,
                     superseded,
@@ -106,14 +131,20 @@ impl<'a> Executor<'a> {
             state,
             saved: None,
         };
+        // Journal first: a crash before the template call resumes this
+        // rollout (and still knows the template to roll back to), where the
+        // other order would find the target in place and forget the previous.
+        r.save().await?;
         if observed.template.hash() != r.state.target {
             let template = r.state.target_template.clone();
             let key = r.state.template_key(r.state.target);
             with_retry(r.clock, || r.provider.set_template(pool, &template, &key))
                 .await
-                .map_err(|e| format!("{pool}: {e}"))?;
+                .map_err(|source| ExecutorError::Provider {
+                    pool: pool.to_string(),
+                    source,
+                })?;
         }
-        r.save().await?;
         if !changed.is_empty() {
             r.emit(
                 EventKind::RolloutSettingsChanged,
@@ -149,14 +180,11 @@ impl<'a> Executor<'a> {
     }
 
     /// Make the journal hold the current state (fsync'd) if it does not already.
-    async fn save(&mut self) -> Result<(), String> {
+    async fn save(&mut self) -> Result<(), ExecutorError> {
         if self.saved.as_ref() == Some(&self.state) {
             return Ok(());
         }
-        self.journal
-            .save(&self.state)
-            .await
-            .map_err(|e| format!("{e:#}"))?;
+        self.journal.save(&self.state).await?;
         self.saved = Some(self.state.clone());
         Ok(())
     }
@@ -197,16 +225,22 @@ impl<'a> Executor<'a> {
         });
     }
 
-    /// Something is still in flight (a drain, a termination).
+    /// Something is still in flight (a drain, a termination, a reimage, an
+    /// uncordon): a pause or a degraded pool waits for it before returning.
     pub fn in_flight(&self) -> bool {
-        self.state
-            .marks
-            .values()
-            .any(|m| matches!(m, Mark::Draining { .. } | Mark::Terminating { .. }))
+        self.state.marks.values().any(|m| {
+            matches!(
+                m,
+                Mark::Draining { .. }
+                    | Mark::Terminating { .. }
+                    | Mark::Reimaging { .. }
+                    | Mark::Uncordoning
+            )
+        })
     }
 
     /// One round: observe, decide, journal, act.
-    pub async fn tick(&mut self) -> Result<Tick, String> {
+    pub async fn tick(&mut self) -> Result<Tick, ExecutorError> {
         let pool = self.state.pool.clone();
         self.replay_pending_create(&pool).await?;
         let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
@@ -257,8 +291,8 @@ impl<'a> Executor<'a> {
         for action in decision.actions {
             // Losing the leader lease stops new steps at once; the journal holds
             // the rest, for the daemon that takes over (as after a crash).
-            if let Err(e) = self.journal.may_act() {
-                return Err(format!("{pool}: {e}"));
+            if let Err(reason) = self.journal.may_act() {
+                return Err(ExecutorError::Fenced { pool, reason });
             }
             if let Some(o) = self.act(&pool, action, &observed, &mut size).await {
                 outcomes.push(o);
@@ -272,10 +306,7 @@ impl<'a> Executor<'a> {
         self.save().await?;
         if self.state.status.is_terminal() {
             if self.state.status == Status::Completed {
-                self.journal
-                    .remove(&pool)
-                    .await
-                    .map_err(|e| format!("{e:#}"))?;
+                self.journal.remove(&pool).await?;
             }
             return Ok(Tick::Finished(self.state.status.clone()));
         }
@@ -288,12 +319,17 @@ impl<'a> Executor<'a> {
     /// a provider that honours idempotency keys gets it again with the same
     /// key, and answers it once whether or not it had acted; for the others
     /// the step function decides again from what is observed.
-    async fn replay_pending_create(&mut self, pool: &str) -> Result<(), String> {
+    async fn replay_pending_create(&mut self, pool: &str) -> Result<(), ExecutorError> {
         let Some(pending) = self.state.pending_create else {
             return Ok(());
         };
         if self.provider.capabilities().idempotency_keys {
-            self.journal.may_act().map_err(|e| format!("{pool}: {e}"))?;
+            self.journal
+                .may_act()
+                .map_err(|reason| ExecutorError::Fenced {
+                    pool: pool.to_string(),
+                    reason,
+                })?;
             let key = self.state.create_key(pending.seq);
             let result = with_retry(self.clock, || {
                 self.provider
@@ -315,7 +351,10 @@ impl<'a> Executor<'a> {
                 && e.is_transient()
             {
                 // Still unanswered: keep it, and try again next round.
-                return Err(format!("{pool}: {e}"));
+                return Err(ExecutorError::Provider {
+                    pool: pool.to_string(),
+                    source: e,
+                });
             }
         }
         self.state.pending_create = None;
@@ -329,7 +368,7 @@ impl<'a> Executor<'a> {
         pool: &str,
         count: u32,
         provider_size: &mut u32,
-    ) -> Result<crate::provider::Result<Vec<String>>, String> {
+    ) -> Result<crate::provider::Result<Vec<String>>, ExecutorError> {
         self.state.creates += 1;
         let seq = self.state.creates;
         let size = provider_size.saturating_add(count);
@@ -369,7 +408,11 @@ impl<'a> Executor<'a> {
                 let result = match self.create(pool, count, size).await {
                     Ok(r) => r,
                     // The intent could not be journaled: nothing was called.
-                    Err(message) => return Some(Outcome::CreateFailed { message }),
+                    Err(e) => {
+                        return Some(Outcome::CreateFailed {
+                            message: e.to_string(),
+                        });
+                    }
                 };
                 match result {
                     Ok(ids) => {
@@ -407,7 +450,10 @@ impl<'a> Executor<'a> {
                         );
                         None
                     }
-                    Err(message) => Some(Outcome::CordonFailed { node, message }),
+                    Err(e) => Some(Outcome::CordonFailed {
+                        node,
+                        message: e.to_string(),
+                    }),
                 }
             }
             Action::ForceDrain { node } => self
@@ -497,7 +543,7 @@ impl<'a> Executor<'a> {
     /// Tick until the rollout ends, stops for a human, waits on the
     /// disruption policy with nothing in flight, or is asked to stop (then it
     /// returns `Running` at once: the journal already holds every step taken).
-    pub async fn run(&mut self, poll: std::time::Duration) -> Result<Status, String> {
+    pub async fn run(&mut self, poll: std::time::Duration) -> Result<Status, ExecutorError> {
         loop {
             if self.stop.as_ref().is_some_and(Stop::is_requested) {
                 return Ok(self.state.status.clone());
@@ -543,15 +589,16 @@ async fn observe(
     provider: &dyn Provider,
     pool: &str,
     clock: &dyn Clock,
-) -> Result<ObservedPool, String> {
+) -> Result<ObservedPool, ExecutorError> {
     let names = [pool.to_string()];
     let pools = with_retry(clock, || provider.describe_pools(&names))
         .await
-        .map_err(|e| format!("{pool}: {e}"))?;
-    pools.into_iter().next().ok_or_else(|| {
-        format!(
-            "{pool}: the pool no longer exists at provider {}",
-            provider.name()
-        )
+        .map_err(|source| ExecutorError::Provider {
+            pool: pool.to_string(),
+            source,
+        })?;
+    pools.into_iter().next().ok_or_else(|| ExecutorError::Gone {
+        pool: pool.to_string(),
+        provider: provider.name().to_string(),
     })
 }

@@ -13,6 +13,6 @@ pub mod stop;
 
 pub use apply::{ApplyContext, ApplyOutcome, apply_plan, apply_pool};
 pub use events::{Counts, Event, EventSink};
-pub use executor::{Executor, Tick};
+pub use executor::{Executor, ExecutorError, Tick};
 pub use observe::observe;
 pub use stop::Stop;

@@ -1,5 +1,5 @@
 //! Surge / unavailable budget resolution, by the rules of the pool's
-//! `rollout.semantics` (the README's "Rollout rules" table names each rule's
+//! `rollout.semantics` (the README's "Rollout semantics" table names each rule's
 //! source).
 
 use serde::{Deserialize, Serialize};
@@ -172,7 +172,7 @@ mod tests {
         }
     }
 
-    /// One row per rule of the README's "Rollout rules" table.
+    /// One row per rule of the README's "Rollout semantics" table.
     #[test]
     fn each_services_rounding_and_defaults() {
         use IntOrPercent::*;
@@ -230,6 +230,32 @@ mod tests {
             let (lo, hi) = b.bounds(u32::MAX);
             assert!(lo <= hi);
             let _ = b.concurrency();
+        }
+    }
+
+    proptest::proptest! {
+        /// Every semantics rounds a percentage the way its table row says
+        /// (exact integer arithmetic against the real quotient), and never
+        /// resolves to a budget that cannot move.
+        #[test]
+        fn percentages_round_as_each_semantics_documents(
+            size in 0u32..5000,
+            surge in 0i64..=100,
+            unavailable in 0i64..=100,
+            which in 0usize..5,
+        ) {
+            let semantics = [Semantics::Kubernetes, Semantics::Oke, Semantics::Aks, Semantics::Gke, Semantics::Yandex][which];
+            let r = with(semantics, rollout(Some(IntOrPercent::Percent(surge)), Some(IntOrPercent::Percent(unavailable))));
+            let b = Budget::resolve(&r, size);
+            let exact = |p: i64| (size as u64 * p as u64, 100u64);
+            let (s_num, d) = exact(surge);
+            proptest::prop_assert_eq!(b.surge as u64, s_num.div_ceil(d), "surge rounds up");
+            let (u_num, d) = exact(unavailable);
+            let up = matches!(semantics, Semantics::Oke | Semantics::Aks);
+            let u = if up { u_num.div_ceil(d) } else { u_num / d };
+            let u = if b.surge == 0 && u == 0 { 1 } else { u };
+            proptest::prop_assert_eq!(b.unavailable as u64, u);
+            proptest::prop_assert!(b.concurrency() >= 1);
         }
     }
 }

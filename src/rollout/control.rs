@@ -6,6 +6,15 @@ use jiff::Timestamp;
 
 use super::state::{Mark, RolloutState, Status};
 
+/// Why a pause or resume did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("nodepool.{pool}: not running ({status}); nothing to pause")]
+    NotRunning { pool: String, status: String },
+    #[error("nodepool.{pool}: {status}; nothing to resume")]
+    NothingToResume { pool: String, status: String },
+}
+
 pub fn describe(s: &Status) -> String {
     match s {
         Status::Running => "running".into(),
@@ -17,13 +26,13 @@ pub fn describe(s: &Status) -> String {
 }
 
 /// Stop starting new steps (steps in flight finish).
-pub fn pause(r: &mut RolloutState, who: &str, now: Timestamp) -> Result<String, String> {
+pub fn pause(r: &mut RolloutState, who: &str, now: Timestamp) -> Result<String, Refused> {
     let pool = r.pool.clone();
     if r.status != Status::Running {
-        return Err(format!(
-            "nodepool.{pool}: not running ({}); nothing to pause",
-            describe(&r.status)
-        ));
+        return Err(Refused::NotRunning {
+            pool,
+            status: describe(&r.status),
+        });
     }
     r.status = Status::Paused {
         reason: format!("paused by {who} at {now}"),
@@ -47,7 +56,7 @@ pub enum Resumed {
 /// tripped circuit breaker is reset, and a node whose drain timed out (left
 /// cordoned by `onTimeout: fail`, or quarantined) is drained again from now,
 /// with a new `drain.timeout`.
-pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, String> {
+pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, Refused> {
     let pool = &r.pool;
     match &r.status {
         Status::Paused { .. } | Status::Degraded { .. } => {
@@ -79,10 +88,10 @@ pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, String> {
         Status::RolledBack { .. } => Ok(Resumed::Forget(format!(
             "nodepool.{pool}: the rolled-back template may be tried again"
         ))),
-        other => Err(format!(
-            "nodepool.{pool}: {}; nothing to resume",
-            describe(other)
-        )),
+        other => Err(Refused::NothingToResume {
+            pool: pool.clone(),
+            status: describe(other),
+        }),
     }
 }
 

@@ -5,15 +5,18 @@
 use crate::support::rollout_sim as sim;
 
 use poolwright::model::NodeState;
-use poolwright::rollout::Status;
-use poolwright::spec::types::Distribution;
-use poolwright::spec::values::Duration;
+use poolwright::rollout::{Budget, Status};
+use poolwright::spec::located::At;
+use poolwright::spec::types::{Distribution, Rollout, Semantics};
+use poolwright::spec::values::{Duration, IntOrPercent};
 use proptest::prelude::*;
 use sim::{Scenario, template};
 
 #[derive(Debug, Clone)]
 struct Case {
     size: u32,
+    /// Whose rounding and defaults resolved `surge` and `unavailable`.
+    semantics: Semantics,
     surge: u32,
     unavailable: u32,
     boot_median: u64,
@@ -25,11 +28,29 @@ struct Case {
     seed: u64,
 }
 
+/// A budget as a user writes it: a count, a percentage or nothing (the
+/// semantics' default). GKE and Yandex take whole numbers only.
+fn written() -> impl Strategy<Value = Option<IntOrPercent>> {
+    prop_oneof![
+        1 => Just(None),
+        3 => (0i64..4).prop_map(|n| Some(IntOrPercent::Int(n))),
+        2 => (0i64..=100).prop_map(|p| Some(IntOrPercent::Percent(p))),
+    ]
+}
+
+fn semantics() -> impl Strategy<Value = Semantics> {
+    prop_oneof![
+        Just(Semantics::Kubernetes),
+        Just(Semantics::Oke),
+        Just(Semantics::Aks),
+        Just(Semantics::Gke),
+        Just(Semantics::Yandex),
+    ]
+}
+
 fn case() -> impl Strategy<Value = Case> {
     (
-        1u32..10,
-        0u32..4,
-        0u32..4,
+        (1u32..10, semantics(), written(), written()),
         5u64..90,
         0.0f64..0.8,
         0u64..60,
@@ -40,9 +61,7 @@ fn case() -> impl Strategy<Value = Case> {
     )
         .prop_map(
             |(
-                size,
-                surge,
-                unavailable,
+                (size, semantics, surge, unavailable),
                 boot_median,
                 boot_sigma,
                 drain,
@@ -50,22 +69,37 @@ fn case() -> impl Strategy<Value = Case> {
                 quota_extra,
                 canary,
                 seed,
-            )| Case {
-                size,
-                surge,
-                // Both 0 resolves to unavailable 1 (DESIGN.md).
-                unavailable: if surge == 0 && unavailable == 0 {
-                    1
-                } else {
-                    unavailable
-                },
-                boot_median,
-                boot_sigma,
-                drain,
-                never_healthy,
-                quota_extra,
-                canary,
-                seed,
+            )| {
+                let whole = |v: Option<IntOrPercent>| match (semantics, v) {
+                    (Semantics::Gke | Semantics::Yandex, Some(IntOrPercent::Percent(p))) => {
+                        Some(IntOrPercent::Int(p % 4))
+                    }
+                    _ => v,
+                };
+                // Resolved by the product's own rules for the semantics (both
+                // 0 comes to unavailable 1; the README's rollout section).
+                let budget = Budget::resolve(
+                    &Rollout {
+                        semantics: Some(At::bare(semantics)),
+                        max_surge: whole(surge).map(At::bare),
+                        max_unavailable: whole(unavailable).map(At::bare),
+                        ..Rollout::default()
+                    },
+                    size,
+                );
+                Case {
+                    size,
+                    semantics,
+                    surge: budget.surge,
+                    unavailable: budget.unavailable,
+                    boot_median,
+                    boot_sigma,
+                    drain,
+                    never_healthy,
+                    quota_extra,
+                    canary,
+                    seed,
+                }
             },
         )
 }
@@ -75,7 +109,9 @@ proptest! {
 
     #[test]
     fn bounds_hold_and_failure_free_rollouts_complete(c in case()) {
+        prop_assert!(c.surge + c.unavailable >= 1, "{:?} resolved to a budget that cannot move", c.semantics);
         let mut sc = Scenario::new(c.size, c.surge, c.unavailable);
+        sc.settings.semantics = c.semantics;
         sc.sim.seed = c.seed;
         sc.sim.boot_time = Distribution::Lognormal { median: Duration::secs(c.boot_median), sigma: c.boot_sigma };
         sc.sim.drain_time = Distribution::Fixed(Duration::secs(c.drain));
@@ -327,11 +363,11 @@ mod way_out {
             )) {
                 Ok(ex) => ex,
                 // Rolled back from this very template: that rollout ended.
-                Err(e) if e.contains("rolled back") => {
+                Err(e @ poolwright::reconcile::ExecutorError::RolledBack { .. }) => {
                     return (
                         Status::RolledBack {
                             failed: template("img-2").hash(),
-                            reason: e,
+                            reason: e.to_string(),
                         },
                         resumes,
                         t,

@@ -179,12 +179,9 @@ impl Scenario {
             in_place: Default::default(),
             placement: Default::default(),
         };
-        // A fresh pool may not fit a quota that is meant to refuse surge only.
-        let quota = self.sim.quota;
         rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["test"])))
             .unwrap();
         clock.advance(SignedDuration::from_secs(self.settle_seconds));
-        let _ = quota;
 
         let journal_dir = tempfile::tempdir().unwrap();
         let journal = Journal::new(journal_dir.path());
@@ -264,7 +261,7 @@ impl Scenario {
     }
 }
 
-/// The bounds of DESIGN.md at every sampled instant.
+/// The rollout bounds (docs/ARCHITECTURE.md, "Rollout rules") at every sampled instant.
 pub fn assert_bounds(run: &Run, size: u32, surge: u32, unavailable: u32) {
     for s in &run.samples {
         assert!(

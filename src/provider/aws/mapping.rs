@@ -289,20 +289,6 @@ pub fn bounds_for(home: Bounds, desired: u32) -> Bounds {
     }
 }
 
-/// Which instances to terminate to shrink a group by `count`: those that do
-/// not serve first (pending, unhealthy), then outdated ones, then the oldest.
-pub fn shrink_victims(pool: &ObservedPool, desired: TemplateHash, count: usize) -> Vec<String> {
-    let mut live: Vec<&Node> = pool.live_nodes().collect();
-    let rank = |n: &Node| match n.state {
-        NodeState::Unhealthy => 0,
-        NodeState::Pending => 1,
-        _ if n.template != desired => 2,
-        _ => 3,
-    };
-    live.sort_by_key(|n| (rank(n), n.launched_at, n.id.clone()));
-    live.into_iter().take(count).map(|n| n.id.clone()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,32 +407,5 @@ mod tests {
         // Untagged and reported on the group's template: on the group's template.
         assert_eq!(obs.nodes[1].template, obs.template.hash());
         assert_eq!(obs.nodes[1].healthy_since, Some(now));
-    }
-
-    #[test]
-    fn victims_are_the_least_useful_nodes() {
-        let node = |id: &str, state, template, at: i64| Node {
-            id: id.into(),
-            template: TemplateHash(template),
-            state,
-            launched_at: Timestamp::from_second(at).unwrap(),
-            healthy_since: None,
-            cordoned: false,
-            provider_id: None,
-        };
-        let pool = ObservedPool {
-            name: "web".into(),
-            size: 4,
-            autoscaling: None,
-            template: NodeTemplate::default(),
-            in_place: InPlace::default(),
-            nodes: vec![
-                node("a", NodeState::Healthy, 1, 1),
-                node("b", NodeState::Healthy, 2, 2),
-                node("c", NodeState::Unhealthy, 1, 3),
-                node("d", NodeState::Terminating, 2, 0),
-            ],
-        };
-        assert_eq!(shrink_victims(&pool, TemplateHash(1), 2), ["c", "b"]);
     }
 }

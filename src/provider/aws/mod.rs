@@ -718,23 +718,10 @@ impl Provider for Aws {
         let group = self.group_of(pool).await?;
         let call = format!("SetDesiredCapacity({group}, {size})");
         let view = self.describe_group(&call, &group).await?;
-        if size >= view.desired {
-            return self.set_capacity(&call, pool, &view, size).await;
-        }
-        // Shrinking: poolwright picks the victims, the group does not.
-        let details = self.instance_details(std::slice::from_ref(&view)).await?;
-        let observed = self.observe(pool, &view, &details);
-        let target = observed.template.hash();
-        let surplus = observed.live_nodes().count().saturating_sub(size as usize);
-        for id in mapping::shrink_victims(&observed, target, surplus) {
-            let current = self.describe_group(&call, &group).await?;
-            self.terminate(&call, &current, &id, true).await?;
-        }
-        let current = self.describe_group(&call, &group).await?;
-        if current.desired != size {
-            self.set_capacity(&call, pool, &current, size).await?;
-        }
-        Ok(())
+        // Absolute. poolwright lowers a size only through the executor, which
+        // terminates the nodes it chose (every instance is protected from
+        // scale-in, so the group never picks one).
+        self.set_capacity(&call, pool, &view, size).await
     }
 
     async fn set_template(&self, pool: &str, template: &NodeTemplate, _key: &OpKey) -> Result<()> {

@@ -62,7 +62,7 @@ pub fn state(size: u32, surge: u32, unavailable: u32) -> RolloutState {
     begin(
         "web",
         new(),
-        Some(old()),
+        old(),
         settings(size, surge, unavailable),
         &nodes,
         None,

@@ -147,12 +147,13 @@ pub fn is_available(
 
 /// Start a rollout towards `target`, or supersede `prior` (a rollout towards an
 /// older desired state): what it has in flight is carried over and finished.
-/// `previous` is the template the pool had (what a rollback returns to, and
-/// what tells the change's class); without it every class applies.
+/// `from` is the template the pool has now: what a rollback returns to (when
+/// it differs from the target) and what tells the change's class (a pool
+/// rolled to the template it already has is resized: a config change).
 pub fn begin(
     pool: &str,
     target: NodeTemplate,
-    previous: Option<NodeTemplate>,
+    from: NodeTemplate,
     settings: Settings,
     nodes: &[Node],
     prior: Option<&RolloutState>,
@@ -187,10 +188,8 @@ pub fn begin(
                 && is_available(n, target_hash, &carried, settings.min_ready, now)
         })
         .count() as u32;
-    let classes = match &previous {
-        Some(from) => change::classify(from, &target),
-        None => crate::spec::types::ChangeClass::ALL.to_vec(),
-    };
+    let classes = change::classify(&from, &target);
+    let previous = Some(from).filter(|f| f.hash() != target_hash);
     RolloutState {
         pool: pool.to_string(),
         target: target.hash(),

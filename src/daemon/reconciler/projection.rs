@@ -1,0 +1,134 @@
+//! The metrics projection: what the last round observed and decided, as
+//! Prometheus series (nodes by state, pools by state, blocked operations,
+//! rollout progress, time held by a policy).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::Reconciler;
+use crate::daemon::board::PoolState;
+use crate::daemon::metrics::{
+    BlockedLabels, PoolLabels, PoolStateLabels, RolloutLabels, StateLabels,
+};
+use crate::model::{EventKind, NodeState};
+use crate::plan;
+
+impl Reconciler {
+    pub(super) fn record_nodes(&self, observed: &plan::Observed) {
+        self.metrics.nodes.clear();
+        for (name, pool) in &observed.pools {
+            let mut by_state: BTreeMap<&str, i64> = [
+                ("pending", 0),
+                ("healthy", 0),
+                ("unhealthy", 0),
+                ("terminating", 0),
+            ]
+            .into();
+            for n in &pool.nodes {
+                let s = match n.state {
+                    NodeState::Pending => "pending",
+                    NodeState::Healthy => "healthy",
+                    NodeState::Unhealthy => "unhealthy",
+                    NodeState::Terminating => "terminating",
+                };
+                *by_state.entry(s).or_default() += 1;
+            }
+            for (state, n) in by_state {
+                self.metrics
+                    .nodes
+                    .get_or_create(&PoolStateLabels {
+                        pool: name.clone(),
+                        state: state.to_string(),
+                    })
+                    .set(n);
+            }
+        }
+    }
+
+    pub(super) fn record_pool_states(&self) {
+        let doc = self.board.snapshot();
+        self.metrics.pools.clear();
+        for s in PoolState::ALL {
+            let n = doc.pools.iter().filter(|p| p.state == s).count();
+            self.metrics
+                .pools
+                .get_or_create(&StateLabels {
+                    state: s.as_str().to_string(),
+                })
+                .set(n as i64);
+        }
+        self.metrics.blocked.clear();
+        self.metrics.next_window_start.clear();
+        for p in &doc.pools {
+            if let Some(b) = &p.blocked {
+                self.metrics
+                    .blocked
+                    .get_or_create(&BlockedLabels {
+                        pool: p.name.clone(),
+                        reason: b.reason.clone(),
+                    })
+                    .set(1);
+                if let Some(until) = b.until {
+                    self.metrics
+                        .next_window_start
+                        .get_or_create(&PoolLabels {
+                            pool: p.name.clone(),
+                        })
+                        .set(until.as_second());
+                }
+            }
+            if let Some(r) = &p.rollout {
+                for (kind, n) in [
+                    ("desired", r.counts.desired),
+                    ("total", r.counts.total),
+                    ("available", r.counts.available),
+                    ("updated", r.counts.updated),
+                    ("outdated", r.counts.outdated),
+                ] {
+                    self.metrics
+                        .rollout_nodes
+                        .get_or_create(&RolloutLabels {
+                            pool: p.name.clone(),
+                            nodes: kind.to_string(),
+                        })
+                        .set(n as i64);
+                }
+            }
+        }
+    }
+
+    /// Account the time a pool has been blocked by its policy, and whether it still is.
+    pub(super) fn track_blocked(&mut self, pool: &str, blocked_now: bool, now: Timestamp) -> f64 {
+        let labels = PoolLabels {
+            pool: pool.to_string(),
+        };
+        if let Some(since) = self.blocked_since.get(pool).copied() {
+            let secs = now.duration_since(since).as_secs_f64().max(0.0);
+            self.metrics
+                .blocked_seconds
+                .get_or_create(&labels)
+                .inc_by(secs);
+            if blocked_now {
+                self.blocked_since.insert(pool.to_string(), now);
+            } else {
+                self.blocked_since.remove(pool);
+                if !self.announced_blocked.remove(pool) {
+                    return self.metrics.blocked_seconds.get_or_create(&labels).get();
+                }
+                self.events.emit(crate::reconcile::Event {
+                    ts: now,
+                    pool: pool.to_string(),
+                    event: EventKind::ResumedInWindow,
+                    node: None,
+                    counts: None,
+                    message: "the disruption policy allows disruptive steps again".into(),
+                    revision: None,
+                });
+            }
+        } else if blocked_now {
+            self.blocked_since.insert(pool.to_string(), now);
+        }
+        self.metrics.blocked_seconds.get_or_create(&labels).get()
+    }
+}

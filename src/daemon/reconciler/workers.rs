@@ -1,0 +1,207 @@
+//! Workers: one task per pool with changes, bounded in number; what happens
+//! when one ends; and a human's pause or resume, carried out between a
+//! pool's steps.
+
+use std::sync::Arc;
+
+use jiff::SignedDuration;
+
+use super::{ControlAction, ControlRequest, Done, Reconciler, Worker, steps};
+use crate::daemon::board::{LastError, PoolState};
+use crate::model::EventKind;
+use crate::plan::PoolPlan;
+use crate::provider::Providers;
+use crate::reconcile::control;
+use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool};
+use crate::spec::Config;
+
+impl Reconciler {
+    pub(super) fn spawn_worker(
+        &mut self,
+        p: PoolPlan,
+        key: String,
+        config: Arc<Config>,
+        providers: Arc<Providers>,
+    ) {
+        let stop = Stop::new();
+        self.workers.insert(
+            p.pool.clone(),
+            Worker {
+                key: key.clone(),
+                provider: p.provider.clone(),
+                stop: stop.clone(),
+            },
+        );
+        self.board.pool(&p.pool, &p.provider, |s| {
+            s.state = PoolState::Applying;
+            s.message = steps(&p);
+        });
+        let semaphore = self.semaphore.clone();
+        let journal = self.journal.clone();
+        let inventory = self.inventory.clone();
+        let inventory_store = self.inventory_store.clone();
+        let events = self.events.clone();
+        let clock = self.clock.clone();
+        let done = self.done_tx.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = semaphore.acquire_owned().await else {
+                return;
+            };
+            let progress = |line: &str| tracing::info!("{line}");
+            let outcome = if stop.is_requested() {
+                ApplyOutcome::default()
+            } else {
+                let ctx = ApplyContext {
+                    config: &config,
+                    journal: &journal,
+                    override_policy: false,
+                    providers: &providers,
+                    inventory: &inventory,
+                    inventory_store: &inventory_store,
+                    events: &events,
+                    clock: clock.as_ref(),
+                    progress: &progress,
+                    stop: &stop,
+                };
+                apply_pool(&p, &ctx).await
+            };
+            let _ = done.send(Done {
+                pool: p.pool.clone(),
+                key,
+                outcome,
+                stopped: stop.is_requested(),
+            });
+        });
+    }
+
+    /// A worker ended: record how, and carry out a pause that waited for it.
+    /// Returns whether the pool should be planned again at once.
+    pub async fn finished(&mut self, done: Done) -> bool {
+        let provider = self
+            .workers
+            .remove(&done.pool)
+            .map(|w| w.provider)
+            .unwrap_or_default();
+        let now = self.clock.now();
+        self.finished
+            .insert(done.pool.clone(), (done.key.clone(), now));
+        if let Some((action, who)) = self.deferred.remove(&done.pool) {
+            let result = self.control_now(&done.pool, action, &who).await;
+            match result {
+                Ok(m) => tracing::info!(pool = %done.pool, "{m}"),
+                Err(m) => tracing::warn!(pool = %done.pool, "{m}"),
+            }
+        }
+        match done.outcome.errors.first() {
+            Some(e) => {
+                tracing::error!(pool = %done.pool, "{e}");
+                self.board.pool(&done.pool, &provider, |s| {
+                    s.state = PoolState::Error;
+                    s.message = format!(
+                        "retrying after {}s or on the next change",
+                        self.settings.retry_after.as_secs()
+                    );
+                    s.last_error = Some(LastError {
+                        at: now,
+                        message: e.clone(),
+                    });
+                });
+                // Retry after the pause, not in a tight loop.
+                self.wake_no_later_than(
+                    now.saturating_add(
+                        SignedDuration::try_from(self.settings.retry_after).unwrap_or_default(),
+                    )
+                    .unwrap_or(now),
+                );
+                false
+            }
+            None => {
+                self.board.pool(&done.pool, &provider, |s| {
+                    if s.state == PoolState::Applying {
+                        s.message = if done.stopped {
+                            "stopped at a safe point".into()
+                        } else {
+                            "applied".into()
+                        };
+                    }
+                });
+                true
+            }
+        }
+    }
+
+    /// A human's pause or resume, through `/v1/pools/NAME/pause|resume`.
+    /// Returns whether the pools should be planned again.
+    pub async fn control(&mut self, req: ControlRequest) -> bool {
+        let ControlRequest {
+            pool,
+            action,
+            who,
+            reply,
+        } = req;
+        if !self.leading {
+            let _ = reply.send(Err(format!(
+                "nodepool.{pool}: this daemon is a standby ({}); ask the leader",
+                self.standby_note
+            )));
+            return false;
+        }
+        if let Some(w) = self.workers.get(&pool) {
+            let answer = match action {
+                ControlAction::Pause => {
+                    w.stop.request();
+                    self.deferred.insert(pool.clone(), (action, who));
+                    Ok(format!(
+                        "nodepool.{pool}: pausing: steps in flight finish, then the rollout stops"
+                    ))
+                }
+                ControlAction::Resume => Err(format!(
+                    "nodepool.{pool}: its rollout is running; nothing to resume"
+                )),
+            };
+            let _ = reply.send(answer);
+            return false;
+        }
+        let answer = self.control_now(&pool, action, &who).await;
+        let changed = answer.is_ok();
+        let _ = reply.send(answer);
+        changed
+    }
+
+    pub(super) async fn control_now(
+        &mut self,
+        pool: &str,
+        action: ControlAction,
+        who: &str,
+    ) -> Result<String, String> {
+        let now = self.clock.now();
+        let result = match action {
+            ControlAction::Pause => control::pause(&self.journal, pool, who, now).await,
+            ControlAction::Resume => control::resume(&self.journal, pool, now).await,
+        };
+        if let Ok(message) = &result {
+            // A human's decision: the pool may act again at once.
+            self.finished.remove(pool);
+            self.events.emit(crate::reconcile::Event {
+                ts: now,
+                pool: pool.to_string(),
+                event: match action {
+                    ControlAction::Pause => EventKind::RolloutPaused,
+                    ControlAction::Resume => EventKind::RolloutResumed,
+                },
+                node: None,
+                counts: None,
+                message: format!("{message} (by {who})"),
+                revision: None,
+            });
+        }
+        result.map_err(|e| e.to_string())
+    }
+
+    /// Ask every worker to stop at its next safe point.
+    pub fn stop_all(&self) {
+        for w in self.workers.values() {
+            w.stop.request();
+        }
+    }
+}
