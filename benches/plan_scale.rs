@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::desired_dir::load_dir;
 use poolwright::model::OpKey;
 use poolwright::model::PoolSpec;
 use poolwright::plan::{self, PlanOptions};
 use poolwright::provider::Provider;
 use poolwright::provider::sim::Sim;
+use poolwright::spec::Limits;
 use poolwright::spec::types::SimProvider;
-use poolwright::spec::{Limits, load_dir};
 use poolwright::store::{AppliedState, Inventory, InventoryEntry, Origin};
 
 fn peak_rss_mib() -> f64 {

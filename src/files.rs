@@ -97,6 +97,104 @@ pub fn read_regular_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     })
 }
 
+/// How large an append-only log may grow before it is rotated, and how many
+/// rotated files are kept (`NAME.1` the newest ... `NAME.keep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rotation {
+    pub max_bytes: u64,
+    pub keep: u32,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_bytes: 64 * 1024 * 1024,
+            keep: 5,
+        }
+    }
+}
+
+/// An append-only JSONL log (events, the simulator's audit) that never grows
+/// past its rotation: before a line would push the file over `max_bytes`, the
+/// file becomes `NAME.1`, `NAME.1` becomes `NAME.2`, and so on; the oldest
+/// beyond `keep` is removed. Lines are written whole, one `write` each.
+pub struct AppendLog {
+    path: std::path::PathBuf,
+    rotation: Rotation,
+    file: std::fs::File,
+    len: u64,
+}
+
+impl AppendLog {
+    pub fn open(path: &Path, rotation: Rotation) -> std::io::Result<AppendLog> {
+        let file = Self::open_file(path)?;
+        let len = file.metadata()?.len();
+        Ok(AppendLog {
+            path: path.to_path_buf(),
+            rotation,
+            file,
+            len,
+        })
+    }
+
+    fn open_file(path: &Path) -> std::io::Result<std::fs::File> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} {}",
+                    path.display(),
+                    ReadError::NotRegular(kind_of(&meta))
+                ),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The `n`th rotated file (`n` ≥ 1).
+    pub fn rotated(path: &Path, n: u32) -> std::path::PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        std::path::PathBuf::from(name)
+    }
+
+    pub fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let len = line.len() as u64;
+        if self.len > 0 && self.len.saturating_add(len) > self.rotation.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(line)?;
+        self.len = self.len.saturating_add(len);
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let keep = self.rotation.keep;
+        if keep == 0 {
+            std::fs::remove_file(&self.path)?;
+        } else {
+            let _ = std::fs::remove_file(Self::rotated(&self.path, keep));
+            for n in (1..keep).rev() {
+                let from = Self::rotated(&self.path, n);
+                if from.exists() {
+                    std::fs::rename(&from, Self::rotated(&self.path, n + 1))?;
+                }
+            }
+            std::fs::rename(&self.path, Self::rotated(&self.path, 1))?;
+        }
+        self.file = Self::open_file(&self.path)?;
+        self.len = 0;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +211,36 @@ mod tests {
             let e = read_regular(p, 1024).unwrap_err();
             assert_eq!(e.to_string(), "is a FIFO, not a regular file");
         }
+    }
+
+    #[test]
+    fn logs_rotate_and_keep_n_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let rotation = Rotation {
+            max_bytes: 100,
+            keep: 2,
+        };
+        let mut log = AppendLog::open(&path, rotation).unwrap();
+        let line = [b'x'; 39]
+            .iter()
+            .copied()
+            .chain([b'\n'])
+            .collect::<Vec<_>>();
+        for _ in 0..20 {
+            log.append(&line).unwrap();
+        }
+        // 40-byte lines, at most 100 bytes a file: two lines in each.
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        assert_eq!(size(&path), 80);
+        assert_eq!(size(&AppendLog::rotated(&path, 1)), 80);
+        assert_eq!(size(&AppendLog::rotated(&path, 2)), 80);
+        assert!(!AppendLog::rotated(&path, 3).exists());
+        // Reopening continues the current file's size.
+        let mut log = AppendLog::open(&path, rotation).unwrap();
+        log.append(&line).unwrap();
+        assert_eq!(size(&path), 40);
+        assert_eq!(size(&AppendLog::rotated(&path, 1)), 80);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod daemon;
+pub mod desired_dir;
 pub mod files;
 pub mod gitrev;
 pub mod model;

@@ -154,6 +154,8 @@ pub enum Command {
         log_format: LogFormat,
         #[command(flatten)]
         ha: HaArgs,
+        #[command(flatten)]
+        control: ControlArgs,
     },
     /// Show what a running daemon is doing, pool by pool
     Status {
@@ -173,9 +175,13 @@ pub enum Command {
         #[arg(value_enum)]
         action: RolloutAction,
         /// The pool's name
+        #[arg(value_parser = parse_pool_name)]
         pool: String,
         #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
         state_dir: PathBuf,
+        /// Why (recorded in the daemon's log and the event, with who asked)
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
     },
     /// Provider plug-ins: check one against the contract, or print the contract
     #[command(subcommand)]
@@ -216,7 +222,11 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let d: jiff::SignedDuration = s
         .parse()
         .map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))?;
-    std::time::Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+    let d = std::time::Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))?;
+    if d > crate::spec::values::MAX_DURATION {
+        return Err(format!("{s:?} is longer than the limit of 30 days"));
+    }
+    Ok(d)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -275,6 +285,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         } => workflow::apply(&target, &common, auto_approve, events.as_deref(), reason),
         Command::Run {
             ha,
+            control,
             dir,
             common,
             dry_run,
@@ -301,6 +312,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             debounce,
             retry_after,
             ha: ha.options(),
+            events_rotation: crate::files::Rotation {
+                max_bytes: control.events_max_size,
+                keep: control.events_keep,
+            },
+            control: control.options(),
         }),
         Command::Status {
             state_dir,
@@ -311,7 +327,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             action,
             pool,
             state_dir,
-        } => rollout_cmd::rollout(action, &pool, &state_dir),
+            reason,
+        } => rollout_cmd::rollout(action, &pool, &state_dir, reason.as_deref()),
         Command::Plugin(cmd) => plugin_cmd::plugin(cmd),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
@@ -326,7 +343,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::Result<u8> {
-    let report = spec::load_dir(dir, limits);
+    let report = crate::desired_dir::load_dir(dir, limits);
     let errors = report.errors().count();
     let warnings = report.diagnostics.len() - errors;
     match output {
@@ -451,6 +468,62 @@ impl HaArgs {
                 renew_deadline: self.ha_renew_deadline,
                 retry_period: self.ha_retry_period,
             })
+    }
+}
+
+fn parse_pool_name(s: &str) -> Result<String, String> {
+    if crate::spec::validate::is_dns_label(s, 63) {
+        Ok(s.to_string())
+    } else {
+        Err("a pool name is 1 to 63 lower-case letters, digits and '-'".into())
+    }
+}
+
+/// Who may change state through the daemon, and what its listeners may cost.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ControlArgs {
+    /// Group that owns the control socket STATE/control.sock (mode 0660):
+    /// its members may pause and resume rollouts (default: the daemon's group)
+    #[arg(long, value_name = "GROUP")]
+    control_group: Option<String>,
+    /// Also accept pause/resume on the TCP listener, from requests carrying
+    /// `Authorization: Bearer TOKEN` with the token in this file (re-read on
+    /// each request, so it can be rotated)
+    #[arg(long, value_name = "FILE")]
+    control_token_file: Option<PathBuf>,
+    /// A further Host name the TCP listener answers to (repeatable; besides
+    /// its address and, on loopback, localhost)
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Open connections at most, per listener (also bounded by the
+    /// open-files limit less a reserve for journal writes)
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_connections: u32,
+    /// A request's headers must arrive within this; idle connections close after it
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    header_timeout: std::time::Duration,
+    /// /healthz fails, and the systemd watchdog is no longer pinged, when the
+    /// reconcile loop has not turned for this long
+    #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
+    liveness_timeout: std::time::Duration,
+    /// Rotate the events file when it would grow past this many bytes
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(4096..=(1 << 40)), value_name = "BYTES")]
+    events_max_size: u64,
+    /// Rotated events files kept (events.jsonl.1 ... .N)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000), value_name = "N")]
+    events_keep: u32,
+}
+
+impl ControlArgs {
+    fn options(&self) -> crate::daemon::ControlOptions {
+        crate::daemon::ControlOptions {
+            socket_group: self.control_group.clone(),
+            token_file: self.control_token_file.clone(),
+            allowed_hosts: self.allowed_hosts.clone(),
+            max_connections: self.max_connections as usize,
+            header_timeout: self.header_timeout,
+            liveness_timeout: self.liveness_timeout,
+        }
     }
 }
 

@@ -23,7 +23,12 @@ pub enum RolloutAction {
     Status,
 }
 
-pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> anyhow::Result<u8> {
+pub(super) fn rollout(
+    action: RolloutAction,
+    pool: &str,
+    state_dir: &Path,
+    reason: Option<&str>,
+) -> anyhow::Result<u8> {
     let state = StateDir::new(state_dir);
     let journal = Journal::new(state.journal_dir());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -32,16 +37,17 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
     if action == RolloutAction::Status {
         return status(&journal, pool, &rt);
     }
-    if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
+    if let Some(daemon) = rt.block_on(Client::find_control(&state.root)) {
         let verb = if action == RolloutAction::Pause {
             "pause"
         } else {
             "resume"
         };
-        let answer = rt.block_on(daemon.post(&format!("/v1/pools/{pool}/{verb}")))?;
+        let body = serde_json::json!({ "reason": reason });
+        let answer = rt.block_on(daemon.post_json(&format!("/v1/pools/{pool}/{verb}"), &body))?;
         return Ok(match answer {
             Ok(message) => {
-                println!("{message} (through the daemon at {})", daemon.url);
+                println!("{message} (through the daemon's control socket)");
                 exit::OK
             }
             Err(message) => {
@@ -54,13 +60,14 @@ pub(super) fn rollout(action: RolloutAction, pool: &str, state_dir: &Path) -> an
         &state.root,
         &format!("poolwright rollout {action:?} {pool}").to_lowercase(),
     )?;
+    let who = match reason {
+        Some(reason) => format!("a human: {reason}"),
+        None => "a human".to_string(),
+    };
     let result = match action {
-        RolloutAction::Pause => rt.block_on(control::pause(
-            &journal,
-            pool,
-            "a human",
-            jiff::Timestamp::now(),
-        )),
+        RolloutAction::Pause => {
+            rt.block_on(control::pause(&journal, pool, &who, jiff::Timestamp::now()))
+        }
         _ => rt
             .block_on(control::resume(&journal, pool, jiff::Timestamp::now()))
             .map(|m| format!("{m}; the next `poolwright apply` (or the daemon) continues")),

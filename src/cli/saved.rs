@@ -80,7 +80,9 @@ impl SavedPlan {
         if !path.is_file() {
             return Ok(None);
         }
-        let bytes = std::fs::read(path)?;
+        // A saved plan is a file a user names: regular, and of bounded size.
+        let bytes = crate::files::read_regular(path, 64 * 1024 * 1024)
+            .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
             return Ok(None);
         };

@@ -12,7 +12,7 @@ use crate::plan::render::{Source, Style, render_json, render_text};
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
 use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan, observe};
-use crate::spec::{self, Config, Limits};
+use crate::spec::{Config, Limits};
 use crate::store::{Inventory, Journal, StateDir, StateLock};
 
 fn style(common: &Common) -> Style {
@@ -24,7 +24,7 @@ fn style(common: &Common) -> Style {
 
 /// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
 fn load(dir: &Path) -> Option<Config> {
-    let report = spec::load_dir(dir, &Limits::default());
+    let report = crate::desired_dir::load_dir(dir, &Limits::default());
     for d in &report.diagnostics {
         eprintln!("{d}");
     }
@@ -300,7 +300,7 @@ pub(super) fn apply(
         return Ok(exit::FAILED);
     }
     let mut sink = match events {
-        Some(path) => EventSink::to_file(path)?,
+        Some(path) => EventSink::to_file(path, crate::files::Rotation::default())?,
         None => EventSink::none(),
     };
     let tty = std::io::stderr().is_terminal();

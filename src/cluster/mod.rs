@@ -70,7 +70,7 @@ impl Cluster {
             let kubeconfig = match &spec.kubeconfig {
                 Some(p) => {
                     let path = base.join(&p.value);
-                    Kubeconfig::read_from(&path)
+                    read_kubeconfig(&path)
                         .with_context(|| format!("reading kubeconfig {}", path.display()))?
                 }
                 None => Kubeconfig::read().context("reading $KUBECONFIG or ~/.kube/config")?,
@@ -103,4 +103,37 @@ impl Cluster {
             ),
         }
     }
+}
+
+/// The largest kubeconfig (or file it names) read.
+const KUBECONFIG_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// Read a kubeconfig a user named: it and every file it names (certificate
+/// authority, client certificate and key, token file) must be regular files
+/// of bounded size, so a FIFO or a device cannot block `plan` forever.
+pub fn read_kubeconfig(path: &Path) -> anyhow::Result<Kubeconfig> {
+    crate::files::read_regular(path, KUBECONFIG_LIMIT)
+        .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
+    let config = Kubeconfig::read_from(path)?;
+    let named = config
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref()?.certificate_authority.clone())
+        .chain(config.auth_infos.iter().flat_map(|a| {
+            a.auth_info
+                .as_ref()
+                .map(|i| {
+                    [&i.client_certificate, &i.client_key, &i.token_file]
+                        .into_iter()
+                        .flatten()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }));
+    for file in named {
+        crate::files::read_regular(Path::new(&file), KUBECONFIG_LIMIT)
+            .map_err(|e| anyhow::anyhow!("{file} (named in the kubeconfig) {e}"))?;
+    }
+    Ok(config)
 }

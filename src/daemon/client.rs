@@ -13,17 +13,35 @@ pub struct Client {
 impl Client {
     /// The daemon running on `state_dir`, if one answers.
     pub async fn find(state_dir: &Path) -> Option<Client> {
-        let text = std::fs::read_to_string(daemon_file(state_dir)).ok()?;
-        let file: DaemonFile = serde_json::from_str(&text).ok()?;
+        let file = read_daemon_file(state_dir)?;
         let client = Client::at(&file.url);
-        client
-            .http
-            .get(format!("{}/healthz", client.url))
+        client.answers().await.then_some(client)
+    }
+
+    /// The daemon's control socket on `state_dir`, if a daemon runs there and
+    /// answers on it: state changes (pause, resume) go only this way, with the
+    /// caller's uid as its authority.
+    pub async fn find_control(state_dir: &Path) -> Option<Client> {
+        let file = read_daemon_file(state_dir)?;
+        let socket = file.control_socket?;
+        let client = Client {
+            // The host is only the Host header's value: the socket decides where it goes.
+            url: "http://localhost".to_string(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(40))
+                .unix_socket(socket.clone())
+                .build()
+                .ok()?,
+        };
+        client.answers().await.then_some(client)
+    }
+
+    async fn answers(&self) -> bool {
+        self.http
+            .get(format!("{}/healthz", self.url))
             .send()
             .await
-            .ok()
-            .filter(|r| r.status().is_success())?;
-        Some(client)
+            .is_ok_and(|r| r.status().is_success())
     }
 
     pub fn at(url: &str) -> Client {
@@ -53,12 +71,18 @@ impl Client {
             .map_err(|e| anyhow::anyhow!("GET {url}: reading the answer: {e}"))
     }
 
-    /// POST; `Ok(Ok(text))` on success, `Ok(Err(text))` when the daemon refused.
-    pub async fn post(&self, path: &str) -> anyhow::Result<Result<String, String>> {
+    /// POST a JSON body; `Ok(Ok(text))` on success, `Ok(Err(text))` when the
+    /// daemon refused.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<Result<String, String>> {
         let url = format!("{}{path}", self.url);
         let resp = self
             .http
             .post(&url)
+            .json(body)
             .send()
             .await
             .map_err(|e| anyhow::anyhow!("POST {url}: {e}"))?;
@@ -66,4 +90,10 @@ impl Client {
         let text = resp.text().await.unwrap_or_default().trim_end().to_string();
         Ok(if ok { Ok(text) } else { Err(text) })
     }
+}
+
+/// `STATE/daemon.json`, read as any other file a user can touch: regular, small.
+fn read_daemon_file(state_dir: &Path) -> Option<DaemonFile> {
+    let text = crate::files::read_regular_text(&daemon_file(state_dir), 64 * 1024).ok()?;
+    serde_json::from_str(&text).ok()
 }

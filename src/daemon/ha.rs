@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -83,7 +83,7 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
     };
     let mut config = match &opts.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
+            let kubeconfig = crate::cluster::read_kubeconfig(path)
                 .with_context(|| format!("--ha: reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &kube_options)
                 .await

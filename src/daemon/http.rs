@@ -1,20 +1,27 @@
-//! The status surface (axum): `/healthz`, `/readyz`, `/metrics` (Prometheus
-//! text), `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON), and
-//! `POST /v1/pools/{pool}/pause|resume`. Listens on loopback unless told
-//! otherwise; nothing it serves carries a secret.
+//! The daemon's HTTP surface (axum). Reads: `/healthz` (liveness: the
+//! reconcile loop turns), `/readyz`, `/metrics` (Prometheus text),
+//! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON). State changes:
+//! `POST /v1/pools/{pool}/pause|resume` with a JSON body `{"reason": "..."}`,
+//! served on the control socket, and on TCP only with the bearer token (see
+//! [`super::access`] for who may ask what).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::{mpsc, oneshot};
 
+use super::access::{Denied, Peer, TcpRules, check_not_cross_site};
 use super::board::Board;
 use super::metrics::Metrics;
-use super::reconciler::{ControlAction, ControlRequest};
+use super::reconciler::{ControlAction, ControlRefusal, ControlRequest};
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -22,24 +29,103 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub latest_plan: Arc<Mutex<Option<serde_json::Value>>>,
     pub control: mpsc::UnboundedSender<ControlRequest>,
+    pub heartbeat: Arc<Heartbeat>,
+    /// The TCP listener's rules; `None` on the control socket.
+    pub tcp: Option<Arc<TcpRules>>,
 }
 
+/// When the reconcile loop last turned, for liveness and the systemd watchdog.
+pub struct Heartbeat {
+    origin: Instant,
+    last_ms: AtomicU64,
+    /// Longer than this without a turn is a stuck loop.
+    pub bound: Duration,
+}
+
+impl Heartbeat {
+    pub fn new(bound: Duration) -> Self {
+        Heartbeat {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            bound,
+        }
+    }
+
+    pub fn beat(&self) {
+        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long since the last turn.
+    pub fn age(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(last)
+    }
+
+    pub fn alive(&self) -> bool {
+        self.age() <= self.bound
+    }
+}
+
+/// The routes; on TCP (`state.tcp` set) every request must name this
+/// listener in `Host`.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+    let tcp = state.tcp.clone();
+    let router = Router::new()
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/status", get(status))
         .route("/v1/plan", get(plan))
         .route("/v1/pools/{pool}/pause", post(pause))
         .route("/v1/pools/{pool}/resume", post(resume))
-        .with_state(state)
+        .with_state(state);
+    match tcp {
+        Some(rules) => router.layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let rules = rules.clone();
+                async move {
+                    match rules.check_host(req.headers()) {
+                        Ok(()) => next.run(req).await,
+                        Err(denied) => refuse(denied),
+                    }
+                }
+            },
+        )),
+        None => router,
+    }
+}
+
+fn refuse(Denied(status, message): Denied) -> Response {
+    (status, format!("{message}\n")).into_response()
+}
+
+async fn healthz(State(s): State<HttpState>) -> Response {
+    if s.heartbeat.alive() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "stuck: the reconcile loop has not turned for {}s (bound {}s)\n",
+                s.heartbeat.age().as_secs(),
+                s.heartbeat.bound.as_secs()
+            ),
+        )
+            .into_response()
+    }
 }
 
 /// Ready once a desired state is in force and the first reconcile finished.
 async fn readyz(State(s): State<HttpState>) -> Response {
     let doc = s.board.snapshot();
-    if doc.daemon.ready && !doc.daemon.stopping {
+    if !s.heartbeat.alive() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the reconcile loop is stuck\n",
+        )
+            .into_response()
+    } else if doc.daemon.ready && !doc.daemon.stopping {
         (StatusCode::OK, "ready\n").into_response()
     } else if doc.daemon.stopping {
         (StatusCode::SERVICE_UNAVAILABLE, "stopping\n").into_response()
@@ -83,32 +169,108 @@ async fn plan(State(s): State<HttpState>) -> Response {
     }
 }
 
-async fn pause(state: State<HttpState>, pool: Path<String>) -> Response {
-    control(state, pool, ControlAction::Pause).await
+async fn pause(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    pool: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    control(state, peer, pool, headers, body, ControlAction::Pause).await
 }
 
-async fn resume(state: State<HttpState>, pool: Path<String>) -> Response {
-    control(state, pool, ControlAction::Resume).await
+async fn resume(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    pool: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    control(state, peer, pool, headers, body, ControlAction::Resume).await
 }
+
+/// The body of a state change.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ControlBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// The longest reason kept (it goes into logs and events).
+const REASON_LIMIT: usize = 1024;
 
 async fn control(
     State(s): State<HttpState>,
+    Extension(peer): Extension<Peer>,
     Path(pool): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
     action: ControlAction,
 ) -> Response {
+    if let Err(denied) = check_not_cross_site(&headers, s.tcp.as_deref()) {
+        return refuse(denied);
+    }
+    let token = match (&peer, &s.tcp) {
+        (Peer::Tcp { .. }, Some(rules)) => match rules.check_token(&headers) {
+            Ok(id) => Some(id),
+            Err(denied) => return refuse(denied),
+        },
+        (Peer::Tcp { .. }, None) => {
+            return refuse(Denied(
+                StatusCode::FORBIDDEN,
+                "not a control listener".into(),
+            ));
+        }
+        (Peer::Socket { .. }, _) => None,
+    };
+    let body: ControlBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ControlBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return refuse(Denied(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body must be {{\"reason\": \"...\"}}: {e}"),
+                ));
+            }
+        }
+    };
+    let reason = body
+        .reason
+        .map(|r| {
+            r.chars()
+                .filter(|c| !c.is_control())
+                .take(REASON_LIMIT)
+                .collect::<String>()
+        })
+        .filter(|r| !r.trim().is_empty());
+    let who = peer.describe(token.as_deref());
     let (reply, answer) = oneshot::channel();
     let request = ControlRequest {
         pool,
         action,
-        who: "a human (poolwright rollout)".into(),
+        who,
+        reason,
         reply,
     };
     if s.control.send(request).is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping\n").into_response();
     }
-    match answer.await {
-        Ok(Ok(message)) => (StatusCode::OK, format!("{message}\n")).into_response(),
-        Ok(Err(message)) => (StatusCode::CONFLICT, format!("{message}\n")).into_response(),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping\n").into_response(),
+    match tokio::time::timeout(Duration::from_secs(30), answer).await {
+        Ok(Ok(Ok(message))) => (StatusCode::OK, format!("{message}\n")).into_response(),
+        Ok(Ok(Err(ControlRefusal::UnknownPool(message)))) => {
+            (StatusCode::NOT_FOUND, format!("{message}\n")).into_response()
+        }
+        Ok(Ok(Err(ControlRefusal::Refused(message)))) => {
+            (StatusCode::CONFLICT, format!("{message}\n")).into_response()
+        }
+        Ok(Err(_)) => (StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping\n").into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the daemon did not answer within 30s (a reconcile round is still running); try again\n",
+        )
+            .into_response(),
     }
 }

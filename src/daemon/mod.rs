@@ -6,11 +6,13 @@
 //! reach a safe point within `--shutdown-grace`, and exits 0; the rollout
 //! journal (written before every side effect) lets the next start resume.
 
+pub mod access;
 pub mod board;
 pub mod client;
 pub mod decision;
 pub mod ha;
 pub mod http;
+pub mod listen;
 pub mod metrics;
 pub mod reconciler;
 pub mod source;
@@ -52,6 +54,27 @@ pub struct Options {
     pub retry_after: Duration,
     /// `--ha kubernetes`: act only while holding the Lease.
     pub ha: Option<ha::HaOptions>,
+    pub control: ControlOptions,
+    pub events_rotation: crate::files::Rotation,
+}
+
+/// Who may change state, and what the listeners may cost.
+#[derive(Clone, Debug)]
+pub struct ControlOptions {
+    /// Group owning the control socket (name or gid); default the daemon's.
+    pub socket_group: Option<String>,
+    /// Allow state changes on TCP with this bearer token.
+    pub token_file: Option<PathBuf>,
+    /// Extra `Host` names the TCP listener answers to.
+    pub allowed_hosts: Vec<String>,
+    /// Open connections at most (per listener); bounded by the open-files
+    /// limit less a reserve.
+    pub max_connections: usize,
+    /// A request's headers within this; idle connections closed after it.
+    pub header_timeout: Duration,
+    /// `/healthz` fails (and the systemd watchdog stops) when the reconcile
+    /// loop has not turned for this long.
+    pub liveness_timeout: Duration,
 }
 
 /// Written to `STATE/daemon.json` so `poolwright status` and `rollout` find
@@ -61,6 +84,9 @@ pub struct Options {
 pub struct DaemonFile {
     pub pid: u32,
     pub url: String,
+    /// State changes go here (the CLI's `rollout pause|resume`).
+    #[serde(default)]
+    pub control_socket: Option<PathBuf>,
     pub started_at: Timestamp,
 }
 
@@ -79,7 +105,10 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(serve(opts, state, source))
+    let code = rt.block_on(serve(opts, state, source));
+    // A read stuck in a blocking thread must not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::Result<u8> {
@@ -101,19 +130,21 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         .events
         .clone()
         .unwrap_or_else(|| state.root.join("events.jsonl"));
-    let events = Arc::new(EventSink::to_file(&events_path)?.observed_by({
-        let board = board.clone();
-        let metrics = metrics.clone();
-        move |e| {
-            board.record_event(e);
-            metrics
-                .events
-                .get_or_create(&metrics::EventLabels {
-                    event: e.event.to_string(),
-                })
-                .inc();
-        }
-    }));
+    let events = Arc::new(
+        EventSink::to_file(&events_path, opts.events_rotation)?.observed_by({
+            let board = board.clone();
+            let metrics = metrics.clone();
+            move |e| {
+                board.record_event(e);
+                metrics
+                    .events
+                    .get_or_create(&metrics::EventLabels {
+                        event: e.event.to_string(),
+                    })
+                    .inc();
+            }
+        }),
+    );
 
     // Where the journal and the inventory live: the state directory, or (with
     // --ha) the cluster, beside the Lease.
@@ -174,7 +205,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         stores,
     )?;
 
-    // Status and metrics.
+    // Status and metrics on TCP; state changes on the control socket.
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
@@ -185,27 +216,62 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             "status and metrics listen on {local}, beyond loopback, as configured with --listen"
         );
     }
-    let app = http::router(http::HttpState {
+    let socket_path = listen::control_socket_path(&state.root);
+    let socket = listen::bind_control_socket(&socket_path, opts.control.socket_group.as_deref())?;
+    let heartbeat = Arc::new(http::Heartbeat::new(opts.control.liveness_timeout));
+    heartbeat.beat();
+    // Both listeners share what the open-files limit leaves after the reserve.
+    let limits = listen::Limits {
+        max_connections: opts
+            .control
+            .max_connections
+            .min(listen::connection_budget() / 2)
+            .max(1),
+        header_timeout: opts.control.header_timeout,
+    };
+    let http_state = http::HttpState {
         board: board.clone(),
         metrics: metrics.clone(),
         latest_plan: reconciler.latest_plan.clone(),
         control: control_tx,
+        heartbeat: heartbeat.clone(),
+        tcp: None,
+    };
+    let tcp_router = http::router(http::HttpState {
+        tcp: Some(Arc::new(access::TcpRules {
+            local,
+            allowed_hosts: opts
+                .control
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            token_file: opts.control.token_file.clone(),
+            socket: socket_path.clone(),
+        })),
+        ..http_state.clone()
     });
+    let socket_router = http::router(http_state);
     let http_stop = Stop::new();
-    let server = tokio::spawn({
-        let http_stop = http_stop.clone();
-        async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { http_stop.requested().await })
-                .await
-        }
-    });
+    let server = tokio::spawn(listen::serve_tcp(
+        listener,
+        tcp_router,
+        limits,
+        http_stop.clone(),
+    ));
+    let socket_server = tokio::spawn(listen::serve_unix(
+        socket,
+        socket_router,
+        limits,
+        http_stop.clone(),
+    ));
     let daemon_file_path = daemon_file(&state.root);
     atomic_write(
         &daemon_file_path,
         serde_json::to_string_pretty(&DaemonFile {
             pid: std::process::id(),
             url: format!("http://{local}"),
+            control_socket: Some(socket_path.clone()),
             started_at,
         })?
         .as_bytes(),
@@ -214,6 +280,8 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         dir = %opts.dir.display(),
         mode = if opts.dry_run { "dry-run" } else { "apply" },
         git_committed_only = opts.git_committed_only,
+        control_socket = %socket_path.display(),
+        max_connections = limits.max_connections,
         "poolwright run: status and metrics on http://{local}"
     );
 
@@ -224,18 +292,47 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let watchdog_every = systemd::watchdog_interval();
-    let mut watchdog = tokio::time::interval(watchdog_every.unwrap_or(Duration::from_secs(3600)));
+    // The watchdog is pinged only while the loop turns: a stuck reload or
+    // round stops the pings, and systemd restarts the service.
+    let watchdog = systemd::watchdog_interval().map(|every| {
+        let heartbeat = heartbeat.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                if heartbeat.alive() {
+                    systemd::watchdog();
+                } else {
+                    tracing::error!(
+                        "the reconcile loop has not turned for {}s: not pinging the systemd watchdog",
+                        heartbeat.age().as_secs()
+                    );
+                }
+            }
+        })
+    });
+    // The loop turns at least this often, so an idle daemon stays alive.
+    let mut pulse =
+        tokio::time::interval((opts.control.liveness_timeout / 4).max(Duration::from_secs(1)));
 
     let mut pending: Option<(Trigger, Timestamp)> = Some((Trigger::Startup, started_at));
     let mut next_resync = tokio::time::Instant::now() + opts.resync;
     let mut ready = false;
-    loop {
+    'turns: loop {
+        heartbeat.beat();
         if let Some((trigger, noticed)) = pending.take() {
             if trigger == Trigger::Resync {
                 next_resync = tokio::time::Instant::now() + opts.resync;
             }
-            reconciler.reconcile(trigger, noticed).await;
+            // A signal ends even a round that hangs (its reads have deadlines,
+            // but a provider call may take long): workers are tasks of their
+            // own, and their journals resume them on the next start.
+            tokio::select! {
+                () = reconciler.reconcile(trigger, noticed) => {}
+                _ = term.recv() => break 'turns,
+                _ = int.recv() => break 'turns,
+            }
+            heartbeat.beat();
             let resync_at = clock
                 .now()
                 .saturating_add(jiff::SignedDuration::try_from(
@@ -289,10 +386,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             Some(()) = files_rx.recv() => reconciler.files_changed().then_some(Trigger::Files),
             _ = tokio::time::sleep_until(next_resync) => Some(Trigger::Resync),
             _ = tokio::time::sleep_until(wake.unwrap_or(next_resync)), if wake.is_some() => Some(Trigger::Wake),
-            _ = watchdog.tick(), if watchdog_every.is_some() => {
-                systemd::watchdog();
-                None
-            }
+            _ = pulse.tick() => None,
         };
         let noticed = clock.now();
         // Coalesce whatever else is already queued into this one round.
@@ -316,37 +410,46 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     systemd::stopping();
     board.update(|d| d.daemon.stopping = true);
     reconciler.stop_all();
-    let deadline = tokio::time::Instant::now() + opts.shutdown_grace;
-    while reconciler.busy_pools() > 0 {
-        match tokio::time::timeout_at(deadline, done_rx.recv()).await {
-            Ok(Some(done)) => {
-                reconciler.finished(done).await;
-            }
-            Ok(None) => break,
-            Err(_) => {
-                tracing::warn!(
-                    busy = reconciler.busy_pools(),
-                    "steps still in flight after {:?}; exiting anyway: their journals resume them on the next start",
-                    opts.shutdown_grace
-                );
-                break;
+    // Everything below, releasing the lease included, fits in the grace: the
+    // process ends in time whatever is stuck.
+    let drained = tokio::time::timeout(opts.shutdown_grace, async {
+        while reconciler.busy_pools() > 0 {
+            match done_rx.recv().await {
+                Some(done) => {
+                    reconciler.finished(done).await;
+                }
+                None => break,
             }
         }
-    }
-    // Only with nothing in flight may a standby take over at once; otherwise
-    // the lease runs out first (the steps still running die with this process).
-    if let Some(task) = elector_task {
-        elector_stop.request();
-        if let Ok(mut elector) = task.await
-            && reconciler.busy_pools() == 0
-        {
-            elector.release().await;
+        // Only with nothing in flight may a standby take over at once;
+        // otherwise the lease runs out first (the steps still running die
+        // with this process).
+        if let Some(task) = elector_task {
+            elector_stop.request();
+            if let Ok(mut elector) = task.await
+                && reconciler.busy_pools() == 0
+            {
+                elector.release().await;
+            }
         }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            busy = reconciler.busy_pools(),
+            "steps still in flight after {:?}; exiting anyway: their journals resume them on the next start",
+            opts.shutdown_grace
+        );
     }
     drop(leading_tx);
+    if let Some(w) = watchdog {
+        w.abort();
+    }
     http_stop.request();
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), socket_server).await;
     let _ = std::fs::remove_file(&daemon_file_path);
+    let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     Ok(0)
 }

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+use crate::desired_dir::load_dir;
 use crate::gitrev;
 use crate::plan::render::Revision;
 use crate::spec::load::{IGNORE_FILE, SourceFile, is_desired_state_file};
 use crate::spec::validate::load_sources;
-use crate::spec::{Diagnostic, Limits, LoadReport, Pos, load_dir};
+use crate::spec::{Diagnostic, Limits, LoadReport, Pos};
 
 #[derive(Clone, Debug)]
 pub enum ConfigSource {

@@ -141,7 +141,7 @@ impl Sim {
         let path = state_dir.map(|d| d.join("sim").join(format!("{name}.json")));
         let fleet = match &path {
             Some(p) if p.exists() => {
-                let bytes = std::fs::read(p)
+                let bytes = crate::files::read_regular(p, 256 * 1024 * 1024)
                     .map_err(|e| anyhow::anyhow!("reading simulator state {}: {e}", p.display()))?;
                 let fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
                     anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display())
@@ -655,26 +655,37 @@ impl Provider for Sim {
 }
 
 fn append_audit(path: &Path, now: Timestamp, call: &str) {
-    use std::io::Write;
     let line = serde_json::json!({"ts": now, "call": call}).to_string() + "\n";
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path);
-    // The audit is a record, not state: failing to write it must not fail the call.
-    if let Ok(mut f) = file {
-        let _ = f.write_all(line.as_bytes());
+    // The audit is a record, not state: failing to write it must not fail the
+    // call. It rotates by size like the events file.
+    if let Ok(mut log) = crate::files::AppendLog::open(path, crate::files::Rotation::default()) {
+        let _ = log.append(line.as_bytes());
     }
 }
 
 /// A process killed between saving a mutation and auditing it leaves the
 /// audit one line short: every mutation is saved and audited under the fleet
 /// lock, so only the last saved one can be missing, and the state names it.
+/// The audit's last line (in the current file, or the newest rotated one when
+/// the current is empty) says whether it is.
 fn repair_audit(path: &Path, audited: u64, last: &(Timestamp, String)) {
-    let lines = std::fs::read(path)
-        .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
-        .unwrap_or(0);
-    if lines + 1 == audited {
+    if audited == 0 {
+        return;
+    }
+    let last_line = |p: &Path| -> Option<(Timestamp, String)> {
+        let bytes =
+            crate::files::read_regular(p, crate::files::Rotation::default().max_bytes + 4096)
+                .ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        Some((
+            v["ts"].as_str()?.parse().ok()?,
+            v["call"].as_str()?.to_string(),
+        ))
+    };
+    let seen = last_line(path).or_else(|| last_line(&crate::files::AppendLog::rotated(path, 1)));
+    if seen.as_ref() != Some(last) {
         append_audit(path, last.0, &last.1);
     }
 }

@@ -1,6 +1,5 @@
 //! Structured events: one JSON object per line (`--events FILE`), for every step.
 
-use std::io::Write;
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -53,7 +52,7 @@ type Observer = Box<dyn Fn(&Event) + Send + Sync>;
 
 #[derive(Default)]
 pub struct EventSink {
-    file: Option<Mutex<std::fs::File>>,
+    file: Option<Mutex<crate::files::AppendLog>>,
     memory: Option<Mutex<Vec<Event>>>,
     observer: Option<Observer>,
     revision: std::sync::RwLock<Option<String>>,
@@ -64,11 +63,12 @@ impl EventSink {
         EventSink::default()
     }
 
-    pub fn to_file(path: &std::path::Path) -> anyhow::Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
+    /// Append to `path`, rotated by size (`NAME.1` ... `NAME.keep`).
+    pub fn to_file(
+        path: &std::path::Path,
+        rotation: crate::files::Rotation,
+    ) -> anyhow::Result<Self> {
+        let file = crate::files::AppendLog::open(path, rotation)
             .map_err(|e| anyhow::anyhow!("opening events file {}: {e}", path.display()))?;
         Ok(EventSink {
             file: Some(Mutex::new(file)),
@@ -125,7 +125,7 @@ impl EventSink {
             line.push(b'\n');
             let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
             // Events are a record, not a control path: a full disk must not stop a rollout.
-            let _ = f.write_all(&line).and_then(|_| f.flush());
+            let _ = f.append(&line);
         }
         if let Some(m) = &self.memory {
             m.lock().unwrap_or_else(|p| p.into_inner()).push(event);

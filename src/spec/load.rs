@@ -4,8 +4,6 @@
 //! Discovery ([`discover`]) and parsing ([`parse_file`]) are separate so the same
 //! parser serves a working tree, a git tree at HEAD, and the fuzzer.
 
-use std::path::{Path, PathBuf};
-
 use serde::Deserialize;
 use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
 
@@ -81,72 +79,6 @@ pub fn is_desired_state_file(name: &str) -> bool {
     !is_editor_leftover(name) && (name.ends_with(".yaml") || name.ends_with(".yml"))
 }
 
-/// Every desired-state file under `root` (or `root` itself when it is a file), in a
-/// deterministic order: byte order of the path relative to `root`.
-pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
-    let shown = root.display().to_string();
-    let meta = std::fs::metadata(root)
-        .map_err(|e| Diagnostic::error(&shown, Pos::START, format!("cannot read: {e}")))?;
-    if meta.is_file() {
-        return Ok(vec![root.to_path_buf()]);
-    }
-    let mut files = Vec::new();
-    let walker = ignore::WalkBuilder::new(root)
-        .standard_filters(false)
-        .hidden(true)
-        .add_custom_ignore_filename(IGNORE_FILE)
-        .follow_links(false)
-        .build();
-    for entry in walker {
-        let entry = entry.map_err(|e| {
-            Diagnostic::error(&shown, Pos::START, format!("cannot list directory: {e}"))
-        })?;
-        let is_file = entry
-            .file_type()
-            .is_some_and(|t| t.is_file() || t.is_symlink());
-        let name = entry.file_name().to_string_lossy();
-        if is_file && is_desired_state_file(&name) {
-            files.push(entry.into_path());
-        }
-    }
-    files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-    Ok(files)
-}
-
-/// Read the files, refusing any over the size limit before reading it whole.
-pub fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<Diagnostic>) {
-    use std::io::Read;
-    let mut files = Vec::new();
-    let mut diags = Vec::new();
-    for path in paths {
-        let display = path.display().to_string();
-        let opened = std::fs::File::open(path).and_then(|f| {
-            let mut bytes = Vec::new();
-            f.take(limits.max_file_bytes + 1).read_to_end(&mut bytes)?;
-            Ok(bytes)
-        });
-        match opened {
-            Ok(bytes) if bytes.len() as u64 > limits.max_file_bytes => {
-                diags.push(Diagnostic::error(
-                    &display,
-                    Pos::START,
-                    format!(
-                        "file is larger than the limit of {} bytes; split it into several files",
-                        limits.max_file_bytes
-                    ),
-                ));
-            }
-            Ok(bytes) => files.push(SourceFile { display, bytes }),
-            Err(e) => diags.push(Diagnostic::error(
-                &display,
-                Pos::START,
-                format!("cannot read: {e}"),
-            )),
-        }
-    }
-    (files, diags)
-}
-
 /// One `---`-separated document, and how many lines of the file precede it.
 struct Chunk<'a> {
     first_line: u32,
@@ -217,8 +149,76 @@ fn split_documents(text: &str) -> Vec<Chunk<'_>> {
     chunks
 }
 
+/// Parse the whole stream with the YAML library, syntax only (no values are
+/// built, aliases are not expanded), with the specification's indentation
+/// rules; return how many documents have content, or where it is not YAML.
+pub fn stream_documents(text: &str) -> Result<usize, (Pos, String)> {
+    match count_documents(text, true) {
+        Ok(n) => Ok(n),
+        // Where the relaxed reading fails too, its error is the one a person
+        // recognises (an unclosed bracket rather than the indentation of the
+        // line after it); where only the strict one fails, indentation is it.
+        Err(strict) => Err(count_documents(text, false).err().unwrap_or(strict)),
+    }
+}
+
+fn count_documents(text: &str, strict: bool) -> Result<usize, (Pos, String)> {
+    use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle};
+    let mut options = Options::default();
+    options.strict_indentation = strict;
+    let mut parser = Parser::new_from_str_with_options(text, options);
+    let mut documents = 0;
+    // Whether the current document holds a node (an empty `---` has none).
+    let mut has_node = false;
+    while let Some(event) = parser.next_event() {
+        match event {
+            Ok((Event::DocumentStart(..), _)) => has_node = false,
+            Ok((Event::DocumentEnd, _)) => {
+                if has_node {
+                    documents += 1;
+                }
+                has_node = false;
+            }
+            Ok((Event::StreamEnd, _)) => break,
+            Ok((Event::Scalar(_, style, anchor, tag), span)) if !has_node => {
+                // A document with nothing after `---` (or only comments) is
+                // an implicit null: a plain scalar spanning no text, with no
+                // anchor or tag of its own.
+                has_node = style != ScalarStyle::Plain
+                    || span.end.index() > span.start.index()
+                    || anchor != 0
+                    || tag.is_some();
+            }
+            Ok((Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(..), _)) => {
+                has_node = true
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let mark = e.marker();
+                let info = e.info();
+                let message = if info.is_empty() {
+                    format!("{:?}", e.kind())
+                } else {
+                    info
+                };
+                let pos = Pos::new(
+                    u32::try_from(mark.line()).unwrap_or(u32::MAX).max(1),
+                    u32::try_from(mark.col())
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(1),
+                );
+                return Err((pos, format!("not valid YAML: {message}")));
+            }
+        }
+    }
+    Ok(documents)
+}
+
 fn yaml_options(limits: &Limits) -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
+    // The specification's indentation rules: a wrongly indented flow
+    // collection or quoted scalar is an error, not a guess.
+    options.strict_indentation = true;
     // YAML 1.1 booleans (`no`, `off`, `y`) must not silently become booleans.
     options.strict_booleans = true;
     options.duplicate_keys = DuplicateKeyPolicy::Error;
@@ -322,7 +322,30 @@ pub fn parse_file(file: &SourceFile, limits: &Limits) -> (Vec<Sourced>, Vec<Diag
             return (docs, diags);
         }
     };
+    // The YAML library reads the whole stream first: a syntax error anywhere
+    // (text after a `...`, a wrongly indented flow or quoted scalar, a tab
+    // where indentation is meant) refuses the file, and its document count
+    // must agree with the line splitter's, so no document is lost or merged.
+    let documents = match stream_documents(text) {
+        Ok(n) => n,
+        Err((pos, message)) => {
+            diags.push(Diagnostic::error(name, pos, message));
+            return (docs, diags);
+        }
+    };
     let chunks = split_documents(text);
+    if chunks.len() != documents {
+        diags.push(Diagnostic::error(
+            name,
+            Pos::START,
+            format!(
+                "cannot separate the documents of this file: the YAML parser sees {documents}, \
+                 the `---` lines say {}; put each document after a `---` line of its own",
+                chunks.len()
+            ),
+        ));
+        return (docs, diags);
+    }
     if chunks.is_empty() {
         diags.push(Diagnostic::error(
             name,
@@ -524,6 +547,15 @@ mod tests {
         assert_eq!(befores, vec![0, 2, 7]);
         assert_eq!(chunks[1].text, "---\nb: 2\n");
         assert_eq!(chunks[2].text, "%YAML 1.2\n---\nc: 3\n");
+    }
+
+    #[test]
+    fn the_parser_counts_documents_with_content() {
+        let text = "# header\n\n---\na: 1\n---\n# comment only\n---\nb: 2\n...\n---\nc: 3\n";
+        assert_eq!(stream_documents(text), Ok(3));
+        assert_eq!(stream_documents("---\n\"\"\n"), Ok(1));
+        assert_eq!(stream_documents("--- ~\n---\n"), Ok(1));
+        assert_eq!(stream_documents("# nothing\n"), Ok(0));
     }
 
     #[test]

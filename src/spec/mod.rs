@@ -12,4 +12,4 @@ pub mod values;
 pub use diag::{Diagnostic, Severity};
 pub use load::{Document, Limits, Sourced};
 pub use located::{At, Pos};
-pub use validate::{Config, LoadReport, load_dir};
+pub use validate::{Config, LoadReport};

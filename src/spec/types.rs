@@ -171,7 +171,12 @@ pub struct SimProvider {
     pub terminate_time: Distribution,
     /// Most live nodes across all pools of this provider; launches beyond it are
     /// refused as a quota error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::values::unquoted_u32_opt"
+    )]
+    #[schemars(range(max = 10_000_000))]
     pub quota: Option<u32>,
     #[serde(default)]
     pub failures: SimFailures,
@@ -418,8 +423,12 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_ref: Option<At<String>>,
     /// Fixed desired number of nodes. With `autoscaling`, the size used at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::values::unquoted_int_opt"
+    )]
+    #[schemars(range(min = 0, max = 100_000))]
     pub size: Option<At<i64>>,
     /// Leave the current size to an autoscaler, within these bounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -444,9 +453,11 @@ pub struct NodePoolSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Autoscaling {
-    #[schemars(range(min = 0))]
+    #[serde(deserialize_with = "super::values::unquoted_int")]
+    #[schemars(range(min = 0, max = 100_000))]
     pub min: At<i64>,
-    #[schemars(range(min = 0))]
+    #[serde(deserialize_with = "super::values::unquoted_int")]
+    #[schemars(range(min = 0, max = 100_000))]
     pub max: At<i64>,
 }
 
@@ -572,8 +583,11 @@ pub struct Rollout {
     #[serde(default)]
     pub on_failure: OnFailure,
     /// Stop the rollout after this many failed nodes (circuit breaker).
-    #[serde(default = "Rollout::default_max_failed_nodes")]
-    #[schemars(range(min = 1))]
+    #[serde(
+        default = "Rollout::default_max_failed_nodes",
+        deserialize_with = "super::values::unquoted_int"
+    )]
+    #[schemars(range(min = 1, max = 100_000))]
     pub max_failed_nodes: At<i64>,
     /// Fail the rollout when it makes no progress for this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]

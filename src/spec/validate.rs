@@ -5,13 +5,12 @@
 //! problem. A config with any error is never returned: nothing can act on it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::load::{self, Document, Limits, SourceFile, Sourced};
 use super::located::{At, Pos};
 use super::types::*;
-use super::values::{Duration, IntOrPercent};
+use super::values::{Duration, IntOrPercent, MAX_POOL_SIZE, MAX_QUOTA, MAX_SURGE_PERCENT};
 
 /// A document that passed validation, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,41 +49,6 @@ impl LoadReport {
     pub fn is_valid(&self) -> bool {
         self.config.is_some()
     }
-}
-
-/// Load and validate a directory (recursively) or a single file.
-pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
-    let paths = match load::discover(root) {
-        Ok(p) => p,
-        Err(d) => {
-            return LoadReport {
-                diagnostics: vec![d],
-                ..LoadReport::default()
-            };
-        }
-    };
-    if paths.is_empty() {
-        // An empty directory would read as "no pools at all": refuse it rather
-        // than let it look like every pool was removed.
-        return LoadReport {
-            diagnostics: vec![Diagnostic::error(
-                &root.display().to_string(),
-                Pos::START,
-                "no desired-state files (*.yaml, *.yml) found",
-            )],
-            ..LoadReport::default()
-        };
-    }
-    let (files, mut diags) = load::read_files(&paths, limits);
-    let mut report = load_sources(&files, limits);
-    report.files = paths.len();
-    if !diags.is_empty() {
-        diags.append(&mut report.diagnostics);
-        diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-        report.diagnostics = diags;
-        report.config = None;
-    }
-    report
 }
 
 /// Parse and validate files already in memory (a working tree, a git tree, a fuzzer).
@@ -516,6 +480,14 @@ fn check_http(c: &mut Checker, http: &HttpProvider, pos: Pos) {
 }
 
 fn check_sim(c: &mut Checker, sim: &SimProvider, pos: Pos) {
+    if let Some(q) = sim.quota
+        && q > MAX_QUOTA
+    {
+        c.error(
+            pos,
+            format!("quota must be at most {MAX_QUOTA} nodes, got {q}"),
+        );
+    }
     let f = &sim.failures;
     let probabilities = [
         ("neverHealthy", f.never_healthy),
@@ -598,12 +570,46 @@ fn check_pool(c: &mut Checker, d: &NodePoolDoc) {
     }
 }
 
+/// Why `until` cannot be used: a timestamp past what can be represented is
+/// said to be so (it is well-formed RFC 3339), anything else is not RFC 3339.
+fn until_error(text: &str, e: &jiff::Error) -> String {
+    // Well-formed if the same text in the year 2000 reads: then only its year
+    // is beyond jiff's (and so poolwright's) range.
+    let well_formed = text.len() > 4
+        && text.is_char_boundary(4)
+        && text[..4].bytes().all(|b| b.is_ascii_digit())
+        && format!("2000{}", &text[4..])
+            .parse::<jiff::Timestamp>()
+            .is_ok();
+    if well_formed {
+        format!(
+            "until: {text:?} is later than the latest time poolwright can represent ({}); \
+             a Block freeze without until holds until the policy is changed",
+            jiff::Timestamp::MAX.strftime("%Y-%m-%d")
+        )
+    } else {
+        format!(
+            "until: {text:?} is not an RFC 3339 timestamp such as 2027-01-04T08:00:00Z or \
+             2027-01-04T09:00:00+01:00 ({e})"
+        )
+    }
+}
+
 fn check_size(c: &mut Checker, spec: &At<NodePoolSpec>) {
     let non_negative = |c: &mut Checker, what: &str, v: &At<i64>| {
         if v.value < 0 {
             c.error(
                 v.pos.or(spec.pos),
                 format!("{what} must not be negative, got {}", v.value),
+            );
+            false
+        } else if v.value > MAX_POOL_SIZE {
+            c.error(
+                v.pos.or(spec.pos),
+                format!(
+                    "{what} must be at most {MAX_POOL_SIZE} (nodes in one pool), got {}",
+                    v.value
+                ),
             );
             false
         } else {
@@ -659,6 +665,13 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
                     v.pos.or(fallback),
                     format!("{field} must not be negative, got {}", v.value),
                 );
+            } else if let IntOrPercent::Int(n) = v.value
+                && n > MAX_POOL_SIZE
+            {
+                c.error(
+                    v.pos.or(fallback),
+                    format!("{field} must be at most {MAX_POOL_SIZE} nodes, got {n}"),
+                );
             } else if let (IntOrPercent::Percent(p), Some(max)) = (v.value, max_percent)
                 && p > max
             {
@@ -687,7 +700,7 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
         "maxSurge"
     };
     if let Some(s) = r.surge() {
-        budget_ok(c, surge_field, s, None);
+        budget_ok(c, surge_field, s, Some(MAX_SURGE_PERCENT));
     }
     if let Some(u) = &r.max_unavailable {
         budget_ok(c, "maxUnavailable", u, Some(100));
@@ -797,11 +810,11 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
     if r.drain.timeout == Duration::ZERO {
         c.error(fallback, "rollout.drain.timeout must be greater than 0");
     }
-    if r.max_failed_nodes.value < 1 {
+    if !(1..=MAX_POOL_SIZE).contains(&r.max_failed_nodes.value) {
         c.error(
             r.max_failed_nodes.pos.or(fallback),
             format!(
-                "maxFailedNodes must be at least 1, got {}",
+                "maxFailedNodes must be 1 to {MAX_POOL_SIZE}, got {}",
                 r.max_failed_nodes.value
             ),
         );
@@ -854,15 +867,9 @@ fn check_rules(c: &mut Checker, d: &DisruptionRules, fallback: Pos, whole: bool)
         return;
     }
     if let Some(u) = &d.until
-        && u.value.parse::<jiff::Timestamp>().is_err()
+        && let Err(e) = u.value.parse::<jiff::Timestamp>()
     {
-        c.error(
-            u.pos.or(policy_pos),
-            format!(
-                "until: {:?} is not an RFC 3339 timestamp such as 2027-01-04T08:00:00Z or 2027-01-04T09:00:00+01:00",
-                u.value
-            ),
-        );
+        c.error(u.pos.or(policy_pos), until_error(&u.value, &e));
     }
     for w in &d.windows {
         check_window(c, w, policy_pos);

@@ -5,9 +5,86 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::located::At;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest duration any setting takes: a longer wait is a typo, not a plan
+/// (and `9999999999h` would otherwise be a wait that never ends).
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The most nodes one pool may have (size, autoscaling bounds, budgets as
+/// counts, the circuit breaker): far beyond any real pool, and small enough
+/// that no arithmetic or allocation on it can overflow or exhaust memory.
+pub const MAX_POOL_SIZE: i64 = 100_000;
+
+/// The largest surge percentage (unavailable stops at 100%): 1000% is eleven
+/// times the pool, which is already more than any quota grants.
+pub const MAX_SURGE_PERCENT: i64 = 1000;
+
+/// The most live nodes a simulator's quota may name.
+pub const MAX_QUOTA: u32 = 10_000_000;
+
+/// An integer written as a YAML number. A quoted `"2"` is a string in YAML; it
+/// is refused with the fix rather than read as a number, so the file means
+/// what every other YAML tool reads in it.
+struct Unquoted(i64);
+
+impl<'de> Deserialize<'de> for Unquoted {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Unquoted;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Unquoted, E> {
+                Ok(Unquoted(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Unquoted, E> {
+                i64::try_from(v)
+                    .map(Unquoted)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Unquoted, E> {
+                Err(E::custom(format!("expected a whole number, found {v}")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Unquoted, E> {
+                if v.trim().parse::<i128>().is_ok() {
+                    Err(E::custom(format!(
+                        "the number {v:?} is quoted, which makes it a string: write it unquoted, as {}",
+                        v.trim()
+                    )))
+                } else {
+                    Err(E::custom(format!(
+                        "expected a whole number, found the string {v:?}"
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `deserialize_with` for a whole number that must be written unquoted.
+pub fn unquoted_int<'de, D: Deserializer<'de>>(d: D) -> Result<At<i64>, D::Error> {
+    let at = At::<Unquoted>::deserialize(d)?;
+    Ok(At::new(at.value.0, at.pos))
+}
+
+/// [`unquoted_int`] for an optional field (with `#[serde(default)]`).
+pub fn unquoted_int_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<At<i64>>, D::Error> {
+    unquoted_int(d).map(Some)
+}
+
+/// [`unquoted_int`] for an optional count that fits `u32`.
+pub fn unquoted_u32_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let at = unquoted_int(d)?;
+    u32::try_from(at.value)
+        .map(Some)
+        .map_err(|_| de::Error::custom(format!("{} is outside 0 to {}", at.value, u32::MAX)))
+}
 
 /// A non-negative duration written as `30s`, `10m`, `4h`, `1h30m` or `500ms`.
 ///
@@ -41,7 +118,13 @@ impl Duration {
         if parsed.is_negative() {
             return Err(format!("invalid duration {text:?}: must not be negative"));
         }
-        Ok(Duration(parsed.unsigned_abs()))
+        let value = parsed.unsigned_abs();
+        if value > MAX_DURATION {
+            return Err(format!(
+                "invalid duration {text:?}: at most 30 days (720h) is allowed"
+            ));
+        }
+        Ok(Duration(value))
     }
 }
 
@@ -184,8 +267,8 @@ impl JsonSchema for IntOrPercent {
         json_schema!({
             "description": "A node count, or a percentage of the desired size such as \"25%\".",
             "anyOf": [
-                {"type": "integer", "minimum": 0},
-                {"type": "string", "pattern": "^[0-9]+%$"}
+                {"type": "integer", "minimum": 0, "maximum": MAX_POOL_SIZE},
+                {"type": "string", "pattern": "^[0-9]{1,4}%$"}
             ]
         })
     }

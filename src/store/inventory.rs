@@ -37,9 +37,11 @@ impl Inventory {
 
     /// Read the inventory; a missing file is an empty inventory, a corrupt one an error.
     pub fn load(path: &Path) -> anyhow::Result<Inventory> {
-        match std::fs::read(path) {
+        match crate::files::read_regular(path, 64 * 1024 * 1024) {
             Ok(bytes) => Inventory::parse(&bytes, &path.display()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Inventory::empty()),
+            Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Inventory::empty())
+            }
             Err(e) => anyhow::bail!("reading inventory {}: {e}", path.display()),
         }
     }

@@ -18,6 +18,13 @@ pub enum Journal {
     Cluster(Arc<ClusterStore>),
 }
 
+/// A journal is a few KiB; anything far larger is not one.
+const JOURNAL_LIMIT: u64 = 64 * 1024 * 1024;
+
+fn is_pool_name(name: &str) -> bool {
+    crate::spec::validate::is_dns_label(name, 63)
+}
+
 fn parse(bytes: &[u8], what: &dyn std::fmt::Display) -> anyhow::Result<RolloutState> {
     serde_json::from_slice(bytes)
         .map_err(|e| anyhow::anyhow!("rollout journal {what} is corrupt: {e}"))
@@ -28,8 +35,16 @@ impl Journal {
         Journal::Files(dir.into())
     }
 
-    fn path(dir: &std::path::Path, pool: &str) -> PathBuf {
-        dir.join(format!("{pool}.json"))
+    /// A journal's file name is derived only from a valid pool name (an RFC
+    /// 1123 label): a name from a URL or from a planted file can never become
+    /// `../../somewhere`.
+    fn path(dir: &std::path::Path, pool: &str) -> anyhow::Result<PathBuf> {
+        if !is_pool_name(pool) {
+            anyhow::bail!(
+                "{pool:?} is not a pool name (1 to 63 lower-case letters, digits and '-')"
+            );
+        }
+        Ok(dir.join(format!("{pool}.json")))
     }
 
     /// Whether this process may act now: always with files; with the cluster,
@@ -44,14 +59,31 @@ impl Journal {
     pub async fn load(&self, pool: &str) -> anyhow::Result<Option<RolloutState>> {
         match self {
             Journal::Files(dir) => {
-                let path = Self::path(dir, pool);
-                match std::fs::read(&path) {
-                    Ok(bytes) => parse(&bytes, &path.display()).map(Some),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                let path = Self::path(dir, pool)?;
+                match crate::files::read_regular(&path, JOURNAL_LIMIT) {
+                    Ok(bytes) => {
+                        let state = parse(&bytes, &path.display())?;
+                        if state.pool != pool {
+                            anyhow::bail!(
+                                "rollout journal {} is corrupt: it names pool {:?}",
+                                path.display(),
+                                state.pool
+                            );
+                        }
+                        Ok(Some(state))
+                    }
+                    Err(crate::files::ReadError::Io(e))
+                        if e.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        Ok(None)
+                    }
                     Err(e) => anyhow::bail!("reading rollout journal {}: {e}", path.display()),
                 }
             }
             Journal::Cluster(store) => {
+                if !is_pool_name(pool) {
+                    anyhow::bail!("{pool:?} is not a pool name");
+                }
                 let name = store.journal_name(pool);
                 match store.read(&name).await? {
                     Some(body) => parse(body.as_bytes(), &store.describe(&name)).map(Some),
@@ -62,10 +94,16 @@ impl Journal {
     }
 
     pub async fn save(&self, state: &RolloutState) -> anyhow::Result<()> {
+        if !is_pool_name(&state.pool) {
+            anyhow::bail!(
+                "refusing to write a rollout journal for {:?}: not a pool name",
+                state.pool
+            );
+        }
         let bytes = serde_json::to_vec_pretty(state)?;
         match self {
             Journal::Files(dir) => {
-                let path = Self::path(dir, &state.pool);
+                let path = Self::path(dir, &state.pool)?;
                 atomic_write(&path, &bytes)
                     .map_err(|e| anyhow::anyhow!("writing rollout journal {}: {e}", path.display()))
             }
@@ -81,7 +119,7 @@ impl Journal {
 
     pub async fn remove(&self, pool: &str) -> anyhow::Result<()> {
         match self {
-            Journal::Files(dir) => match std::fs::remove_file(Self::path(dir, pool)) {
+            Journal::Files(dir) => match std::fs::remove_file(Self::path(dir, pool)?) {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => anyhow::bail!("removing rollout journal of {pool}: {e}"),
@@ -107,7 +145,13 @@ impl Journal {
                 };
                 for entry in entries.flatten() {
                     let name = entry.file_name();
-                    let Some(pool) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                    // Only files named after a pool are journals; anything
+                    // else (an editor's leftover, a planted file) is not read.
+                    let Some(pool) = name
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".json"))
+                        .filter(|p| is_pool_name(p))
+                    else {
                         continue;
                     };
                     match self.load(pool).await {
@@ -126,9 +170,21 @@ impl Journal {
                 .journals()
                 .await?
                 .into_iter()
+                .filter(|(pool, _)| is_pool_name(pool))
                 .map(|(pool, body)| {
                     let what = store.describe(&store.journal_name(&pool));
-                    let state = parse(body.as_bytes(), &what).map_err(|e| format!("{e:#}"));
+                    let state = parse(body.as_bytes(), &what)
+                        .and_then(|s| {
+                            if s.pool == pool {
+                                Ok(s)
+                            } else {
+                                anyhow::bail!(
+                                    "rollout journal {what} is corrupt: it names pool {:?}",
+                                    s.pool
+                                )
+                            }
+                        })
+                        .map_err(|e| format!("{e:#}"));
                     (pool, state)
                 })
                 .collect()),

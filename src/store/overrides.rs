@@ -48,7 +48,8 @@ pub fn append(state_dir: &Path, record: &OverrideRecord) -> anyhow::Result<()> {
 
 /// The `n` most recent overrides, oldest first (unreadable lines are skipped).
 pub fn recent(state_dir: &Path, n: usize) -> Vec<OverrideRecord> {
-    let text = std::fs::read_to_string(path(state_dir)).unwrap_or_default();
+    let text =
+        crate::files::read_regular_text(&path(state_dir), 16 * 1024 * 1024).unwrap_or_default();
     let all: Vec<OverrideRecord> = text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

@@ -389,7 +389,7 @@ fn the_daemon_holds_the_state_lock_and_takes_pause_and_resume() {
     let terminated = audit_calls(tmp.path(), "TerminateNode(").len();
     std::thread::sleep(Duration::from_millis(1000));
     let out = cli(&["rollout", "status", "web", "--state-dir", "state"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("paused by a human"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("paused by uid"));
     assert_eq!(
         audit_calls(tmp.path(), "TerminateNode(").len(),
         terminated,

@@ -8,7 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use poolwright::spec::{Limits, load_dir};
+use poolwright::desired_dir::load_dir;
+use poolwright::spec::Limits;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid")

@@ -15,6 +15,7 @@ const SHELL: &[&str] = &[
     "store",
     "gitrev",
     "files",
+    "desired_dir",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -4,7 +4,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use poolwright::spec::{Limits, load_dir, schema};
+use poolwright::desired_dir::load_dir;
+use poolwright::spec::{Limits, schema};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

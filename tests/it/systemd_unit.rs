@@ -54,6 +54,7 @@ fn the_unit_verifies() {
         "WatchdogSec=",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "StateDirectory=poolwright",
+        "LimitNOFILE=",
         "User=poolwright",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",

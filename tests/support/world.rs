@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::desired_dir::load_dir;
 use poolwright::plan::render::{Source, Style, render_text};
 use poolwright::plan::{self, Observed, Plan, PlanOptions};
 use poolwright::provider::Providers;
 use poolwright::reconcile::{ApplyContext, ApplyOutcome, EventSink, apply_plan, observe};
-use poolwright::spec::{Config, Limits, load_dir};
+use poolwright::spec::{Config, Limits};
 use poolwright::store::{Inventory, StateDir};
 
 pub const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 7, speed: 100}\n";

@@ -96,10 +96,21 @@ pub enum ControlAction {
 }
 
 pub struct ControlRequest {
+    /// As the caller wrote it: untrusted until found in the desired state.
     pub pool: String,
     pub action: ControlAction,
+    /// Who asked (socket peer uid, or token id), for the log and the event.
     pub who: String,
-    pub reply: oneshot::Sender<Result<String, String>>,
+    pub reason: Option<String>,
+    pub reply: oneshot::Sender<Result<String, ControlRefusal>>,
+}
+
+/// Why a control request was not carried out.
+#[derive(Debug, PartialEq)]
+pub enum ControlRefusal {
+    /// Not a pool of the loaded desired state (nothing was looked up on disk).
+    UnknownPool(String),
+    Refused(String),
 }
 
 /// A pool's worker ended.

@@ -10,18 +10,36 @@ use crate::plan::render::Revision;
 use crate::provider::{CallObserver, Providers};
 use crate::spec::Limits;
 
+/// The longest a load of the desired state may take.
+const LOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Reconciler {
     pub(super) async fn reload(&mut self) {
         let source = self.source.clone();
-        let loaded = match tokio::task::spawn_blocking(move || {
+        let loading = tokio::task::spawn_blocking(move || {
             let head = source.head();
             (source.load(&Limits::default()), head)
-        })
-        .await
-        {
-            Ok(l) => l,
-            Err(e) => {
+        });
+        // Reads refuse anything but regular files, so a load cannot block on
+        // a FIFO; the deadline covers what is left (a hung network mount).
+        let loaded = match tokio::time::timeout(LOAD_DEADLINE, loading).await {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
                 tracing::error!("loading the desired state panicked: {e}");
+                return;
+            }
+            Err(_) => {
+                let message = format!(
+                    "loading the desired state from {} took longer than {}s; keeping the desired state in force",
+                    self.source.dir().display(),
+                    LOAD_DEADLINE.as_secs()
+                );
+                tracing::error!("{message}");
+                self.metrics.config_load_errors.inc();
+                self.board.update(|d| {
+                    d.config.valid = false;
+                    d.config.errors = vec![message];
+                });
                 return;
             }
         };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 
-use super::{ControlAction, ControlRequest, Done, Reconciler, Worker, steps};
+use super::{ControlAction, ControlRefusal, ControlRequest, Done, Reconciler, Worker, steps};
 use crate::daemon::board::{LastError, PoolState};
 use crate::model::EventKind;
 use crate::plan::PoolPlan;
@@ -137,13 +137,31 @@ impl Reconciler {
             pool,
             action,
             who,
+            reason,
             reply,
         } = req;
+        // The name comes from a URL: it must be a pool of the desired state in
+        // force before it names anything (a journal file, a worker).
+        let known = self
+            .in_force
+            .as_ref()
+            .is_some_and(|f| f.config.pools.contains_key(&pool));
+        if !known {
+            let shown: String = pool.chars().take(80).collect();
+            tracing::warn!(who = %who, pool = ?shown, action = ?action, "control request for an unknown pool refused");
+            let _ = reply.send(Err(ControlRefusal::UnknownPool(format!(
+                "no pool named {shown:?} in the desired state in force"
+            ))));
+            return false;
+        }
+        let why = reason.as_deref().unwrap_or("no reason given");
+        tracing::info!(who = %who, pool = %pool, action = ?action, reason = %why, "control request");
+        let who = format!("{who}: {why}");
         if !self.leading {
-            let _ = reply.send(Err(format!(
+            let _ = reply.send(Err(ControlRefusal::Refused(format!(
                 "nodepool.{pool}: this daemon is a standby ({}); ask the leader",
                 self.standby_note
-            )));
+            ))));
             return false;
         }
         if let Some(w) = self.workers.get(&pool) {
@@ -155,16 +173,16 @@ impl Reconciler {
                         "nodepool.{pool}: pausing: steps in flight finish, then the rollout stops"
                     ))
                 }
-                ControlAction::Resume => Err(format!(
+                ControlAction::Resume => Err(ControlRefusal::Refused(format!(
                     "nodepool.{pool}: its rollout is running; nothing to resume"
-                )),
+                ))),
             };
             let _ = reply.send(answer);
             return false;
         }
         let answer = self.control_now(&pool, action, &who).await;
         let changed = answer.is_ok();
-        let _ = reply.send(answer);
+        let _ = reply.send(answer.map_err(ControlRefusal::Refused));
         changed
     }
 

@@ -389,4 +389,46 @@ mod tests {
         assert!(s.marks.is_empty());
         assert_eq!(notes[0].event, EventKind::StepFailed);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// The extremes of every number a user (or a tampered saved plan)
+        /// can put in the settings, and of what a provider reports, go
+        /// through `decide` without overflow (a debug build panics on one)
+        /// and never ask for more nodes than size + surge allows.
+        #[test]
+        fn extreme_numbers_never_overflow_or_break_the_bounds(
+            nodes in 0u32..6,
+            size in proptest::sample::select(vec![0u32, 1, 3, 100_000, u32::MAX - 1, u32::MAX]),
+            surge in proptest::sample::select(vec![0u32, 1, 2, 100_000, u32::MAX - 1, u32::MAX]),
+            unavailable in proptest::sample::select(vec![0u32, 1, 100_000, u32::MAX]),
+            provider_size in proptest::sample::select(vec![0u32, 2, u32::MAX]),
+            failed in proptest::sample::select(vec![1u32, 3, u32::MAX]),
+            later in proptest::sample::select(vec![0i64, 1, 600, 86_400 * 365 * 100]),
+        ) {
+            let live: Vec<Node> = (0..nodes).map(|i| healthy(&format!("o{i}"), &old())).collect();
+            let mut set = settings(size, surge, unavailable);
+            set.max_failed_nodes = failed;
+            set.checkpoints = vec![(50, Duration::secs(30)), (100, Duration::secs(u64::MAX / 2))];
+            set.progress_deadline = Some(Duration::secs(u64::MAX / 4));
+            let state = begin("web", new(), old(), set, &live, None, t0());
+            let drains = BTreeMap::new();
+            let mut inp = inputs(&live, &drains, at(later));
+            inp.provider_size = provider_size;
+            let d = decide(&state, &inp);
+            let created: u64 = d
+                .actions
+                .iter()
+                .map(|a| match a {
+                    Action::CreateNodes { count } => u64::from(*count),
+                    _ => 0,
+                })
+                .sum();
+            let ceiling = u64::from(size) + u64::from(surge);
+            proptest::prop_assert!(u64::from(nodes) + created <= ceiling.max(u64::from(nodes)));
+            // And again from what it decided (a second step on its own state).
+            let _ = decide(&d.state, &inp);
+        }
+    }
 }

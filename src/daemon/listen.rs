@@ -1,0 +1,208 @@
+//! Serving HTTP on the TCP listener and the control socket with bounded
+//! resources: a cap on open connections, a deadline for a request's headers
+//! (which also closes idle keep-alive connections and slow-header clients),
+//! and file descriptors kept in reserve for the journal and the inventory.
+//!
+//! axum's `serve` has neither a connection cap nor timeouts, so connections
+//! are accepted here and handed to hyper directly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+
+use super::access::Peer;
+use crate::reconcile::Stop;
+
+/// Limits of one listener.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open connections at most; more are closed on accept.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this; an idle keep-alive
+    /// connection is closed after it too.
+    pub header_timeout: Duration,
+}
+
+/// File descriptors never handed to connections: journal and inventory writes
+/// (a temp file, its directory for fsync), provider sockets, config reads.
+pub const FD_RESERVE: u64 = 256;
+
+/// Raise the soft open-files limit to the hard one, and return what there is
+/// to share between the two listeners' connections after the reserve.
+pub fn connection_budget() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read only the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    let total = if lim.rlim_cur == libc::RLIM_INFINITY {
+        65_536
+    } else {
+        lim.rlim_cur
+    };
+    usize::try_from(total.saturating_sub(FD_RESERVE).max(16)).unwrap_or(usize::MAX)
+}
+
+/// Accept on `listener` until `stop`, serving `router` on each connection.
+pub async fn serve_tcp(listener: TcpListener, router: Router, limits: Limits, stop: Stop) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.requested() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, remote)) => {
+                let _ = stream.set_nodelay(true);
+                spawn_connection(stream, Peer::Tcp { remote }, &router, limits, &slots);
+            }
+            Err(e) => accept_failed(&e).await,
+        }
+    }
+}
+
+/// The control socket: created fresh in the state directory, mode 0660, and
+/// owned by `group` when one is given.
+pub fn bind_control_socket(path: &Path, group: Option<&str>) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    // A socket left by a killed daemon is removed; anything else in its place
+    // is not ours to delete.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)
+                .with_context(|| format!("removing the stale control socket {}", path.display()))?;
+        } else {
+            anyhow::bail!(
+                "{} exists and is {}; remove it so the control socket can be created",
+                path.display(),
+                crate::files::kind_of(&meta)
+            );
+        }
+    }
+    // Created with no access for others from the first instant.
+    // SAFETY: umask only changes this process's file creation mask.
+    let old = unsafe { libc::umask(0o117) };
+    let bound = UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let listener =
+        bound.with_context(|| format!("creating the control socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    if let Some(group) = group {
+        let gid = group_id(group)?;
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .with_context(|| format!("giving the control socket to group {group}"))?;
+    }
+    Ok(listener)
+}
+
+/// A group by name or number.
+fn group_id(group: &str) -> anyhow::Result<u32> {
+    if let Ok(gid) = group.parse() {
+        return Ok(gid);
+    }
+    let name = std::ffi::CString::new(group).context("a group name has no NUL")?;
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: getgrnam_r writes into `grp` and `buf`, both owned here and
+    // large enough as declared.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            name.as_ptr(),
+            &mut grp,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc != 0 || out.is_null() {
+        anyhow::bail!("--control-group {group}: no such group");
+    }
+    Ok(grp.gr_gid)
+}
+
+/// Accept on the control socket until `stop`.
+pub async fn serve_unix(listener: UnixListener, router: Router, limits: Limits, stop: Stop) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.requested() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let Ok(cred) = stream.peer_cred() else {
+                    continue;
+                };
+                let peer = Peer::Socket {
+                    uid: cred.uid(),
+                    pid: cred.pid(),
+                };
+                spawn_connection(stream, peer, &router, limits, &slots);
+            }
+            Err(e) => accept_failed(&e).await,
+        }
+    }
+}
+
+/// Out of descriptors (or another transient failure): back off instead of
+/// spinning, and let the connections in flight finish.
+async fn accept_failed(e: &std::io::Error) {
+    tracing::warn!("accepting a connection: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+fn spawn_connection<S>(
+    stream: S,
+    peer: Peer,
+    router: &Router,
+    limits: Limits,
+    slots: &Arc<Semaphore>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    // At the cap, the new connection is closed at once (dropped): the ones
+    // open keep being served, and the descriptor is returned immediately.
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+        return;
+    };
+    let router = router.clone();
+    tokio::spawn(async move {
+        let service = hyper::service::service_fn(move |mut req| {
+            req.extensions_mut().insert(peer.clone());
+            let mut router = router.clone();
+            async move {
+                tower_service::Service::call(&mut router, req.map(axum::body::Body::new)).await
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(64 * 1024)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+        drop(slot);
+    });
+}
+
+/// Where the control socket lives.
+pub fn control_socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("control.sock")
+}

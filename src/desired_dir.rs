@@ -1,0 +1,176 @@
+//! Reading a desired-state directory from disk: which files, in which order,
+//! and only regular files of bounded size (a FIFO, a device or a symlink to
+//! one under a YAML name would block a read forever). What the bytes mean is
+//! the pure [`crate::spec`]'s business.
+
+use std::path::{Path, PathBuf};
+
+use crate::spec::load::{IGNORE_FILE, Limits, SourceFile, is_desired_state_file};
+use crate::spec::validate::{LoadReport, load_sources};
+use crate::spec::{Diagnostic, Pos};
+
+/// Load and validate a directory (recursively) or a single file.
+pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
+    let paths = match discover(root) {
+        Ok(p) => p,
+        Err(d) => {
+            return LoadReport {
+                diagnostics: vec![d],
+                ..LoadReport::default()
+            };
+        }
+    };
+    if paths.is_empty() {
+        // An empty directory would read as "no pools at all": refuse it rather
+        // than let it look like every pool was removed.
+        return LoadReport {
+            diagnostics: vec![Diagnostic::error(
+                &root.display().to_string(),
+                Pos::START,
+                "no desired-state files (*.yaml, *.yml) found",
+            )],
+            ..LoadReport::default()
+        };
+    }
+    let (files, mut diags) = read_files(&paths, limits);
+    let mut report = load_sources(&files, limits);
+    report.files = paths.len();
+    if !diags.is_empty() {
+        diags.append(&mut report.diagnostics);
+        diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        report.diagnostics = diags;
+        report.config = None;
+    }
+    report
+}
+
+/// The largest `.poolwrightignore` read.
+const IGNORE_FILE_LIMIT: u64 = 1024 * 1024;
+
+/// Every `.poolwrightignore` the walk would read (in the directory, the
+/// directories under it that are not hidden, and its parents) must be a
+/// regular file of bounded size: the walker reads them with a plain `read`,
+/// which a FIFO would block forever.
+fn check_ignore_files(root: &Path) -> Result<(), Diagnostic> {
+    let check = |dir: &Path| -> Result<(), Diagnostic> {
+        let path = dir.join(IGNORE_FILE);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(());
+        }
+        let shown = path.display().to_string();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && m.len() <= IGNORE_FILE_LIMIT => Ok(()),
+            Ok(m) if m.is_file() => Err(Diagnostic::error(
+                &shown,
+                Pos::START,
+                format!("{IGNORE_FILE} is larger than the limit of {IGNORE_FILE_LIMIT} bytes"),
+            )),
+            Ok(m) => Err(Diagnostic::error(
+                &shown,
+                Pos::START,
+                format!(
+                    "{IGNORE_FILE} {}",
+                    crate::files::ReadError::NotRegular(crate::files::kind_of(&m))
+                ),
+            )),
+            Err(e) => Err(Diagnostic::error(
+                &shown,
+                Pos::START,
+                format!("cannot read: {e}"),
+            )),
+        }
+    };
+    if let Ok(absolute) = std::path::absolute(root) {
+        for parent in absolute.ancestors().skip(1) {
+            check(parent)?;
+        }
+    }
+    let mut pending = vec![(root.to_path_buf(), 0u32)];
+    while let Some((dir, depth)) = pending.pop() {
+        check(&dir)?;
+        // The walk below refuses deeper trees with its own error.
+        if depth >= 64 {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            if !hidden && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push((entry.path(), depth + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every desired-state file under `root` (or `root` itself when it is a file), in a
+/// deterministic order: byte order of the path relative to `root`.
+pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
+    let shown = root.display().to_string();
+    let meta = std::fs::metadata(root)
+        .map_err(|e| Diagnostic::error(&shown, Pos::START, format!("cannot read: {e}")))?;
+    if meta.is_file() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    check_ignore_files(root)?;
+    let mut files = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .hidden(true)
+        .add_custom_ignore_filename(IGNORE_FILE)
+        .follow_links(false)
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| {
+            Diagnostic::error(&shown, Pos::START, format!("cannot list directory: {e}"))
+        })?;
+        let is_file = entry
+            .file_type()
+            .is_some_and(|t| t.is_file() || t.is_symlink());
+        let name = entry.file_name().to_string_lossy();
+        if is_file && is_desired_state_file(&name) {
+            files.push(entry.into_path());
+        }
+    }
+    files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    Ok(files)
+}
+
+/// Read the files: regular files only, after following links (a FIFO or a
+/// device under a YAML name would block or stream forever), refusing any over
+/// the size limit before reading it whole.
+pub fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<Diagnostic>) {
+    let mut files = Vec::new();
+    let mut diags = Vec::new();
+    for path in paths {
+        let display = path.display().to_string();
+        match crate::files::read_regular(path, limits.max_file_bytes) {
+            Ok(bytes) => files.push(SourceFile { display, bytes }),
+            Err(crate::files::ReadError::TooLarge(limit)) => diags.push(Diagnostic::error(
+                &display,
+                Pos::START,
+                format!(
+                    "file is larger than the limit of {limit} bytes; split it into several files"
+                ),
+            )),
+            Err(e @ crate::files::ReadError::NotRegular(_)) => {
+                let name = path
+                    .file_name()
+                    .map_or(display.clone(), |n| n.to_string_lossy().into_owned());
+                diags.push(Diagnostic::error(
+                    &display,
+                    Pos::START,
+                    format!("{name} {e}"),
+                ))
+            }
+            Err(e) => diags.push(Diagnostic::error(
+                &display,
+                Pos::START,
+                format!("cannot read: {e}"),
+            )),
+        }
+    }
+    (files, diags)
+}

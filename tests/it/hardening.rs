@@ -1,0 +1,656 @@
+//! The red team's findings, each reproduced through the real binary: the
+//! control path lets no one in who does not belong, no file in the config
+//! directory can wedge a command or the daemon, and idle connections cannot
+//! starve the process of descriptors.
+
+use crate::support::daemon::Daemon;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 50\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 5s}\n  drainTime: {fixed: 10s}\n  terminateTime: {fixed: 5s}\n";
+
+fn pool(image: &str) -> String {
+    pool_ready_after(image, "200ms")
+}
+
+/// A pool whose new nodes must stay Ready for `min_ready` (wall-clock time):
+/// a long one keeps a rollout under way while a test pokes at it.
+fn pool_ready_after(image: &str, min_ready: &str) -> String {
+    format!(
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 3\n  template: {{image: {image}}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: {min_ready}}}\n"
+    )
+}
+
+/// Change web's image and wait until the daemon has rolled every node.
+fn roll_to(root: &Path, d: &Daemon, image: &str) {
+    std::fs::write(root.join("config/web.yaml"), pool(image)).unwrap();
+    wait_for_journal(root);
+    d.wait_for("the rollout to finish", Duration::from_secs(60), |s| {
+        in_sync(s) && journal_status(root).is_none()
+    });
+}
+
+fn wait_for_journal(root: &Path) {
+    let started = Instant::now();
+    while journal_status(root).is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no rollout started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn setup() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("providers.yaml"), PROVIDER).unwrap();
+    std::fs::write(config.join("web.yaml"), pool("img-1")).unwrap();
+    tmp
+}
+
+fn in_sync(s: &Value) -> bool {
+    s["pools"].as_array().is_some_and(|p| {
+        p.iter()
+            .any(|p| p["name"] == "web" && p["state"] == "in-sync")
+    })
+}
+
+/// `poolwright ARGS` in `dir`, killed (and the test failed) after `limit`.
+fn cli_within(dir: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "poolwright {args:?} hung for {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Send `request` as written to the daemon's TCP listener; the status code
+/// and the body of the answer (0 when the connection was closed unanswered).
+fn raw_tcp(url: &str, request: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    read_answer(&mut s)
+}
+
+fn raw_socket(socket: &Path, request: &str) -> (u16, String) {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    read_answer(&mut s)
+}
+
+fn read_answer(s: &mut impl Read) -> (u16, String) {
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let Some((head, body)) = raw.split_once("\r\n\r\n") else {
+        return (0, raw);
+    };
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_string())
+}
+
+fn post(host: &str, path: &str, headers: &[&str], body: &str) -> String {
+    let mut req = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    req
+}
+
+fn journal_status(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("state/journal/web.json")).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    Some(v["status"].to_string())
+}
+
+#[test]
+fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
+    let tmp = setup();
+    let token = tmp.path().join("control.token");
+    std::fs::write(&token, "t0ken-for-tests\n").unwrap();
+    let d = Daemon::start(
+        tmp.path(),
+        &[
+            "--control-token-file",
+            token.to_str().unwrap(),
+            "--allowed-host",
+            "bastion.example",
+        ],
+    );
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    let host = d.url.trim_start_matches("http://").to_string();
+    // A rollout under way (each new node Ready for 10s before the next
+    // step), so pause and resume would change something.
+    std::fs::write(
+        tmp.path().join("config/web.yaml"),
+        pool_ready_after("img-2", "10s"),
+    )
+    .unwrap();
+    wait_for_journal(tmp.path());
+
+    // CSRF: what any web page could send (simple requests, no preflight).
+    let hostile = [
+        post(
+            &host,
+            "/v1/pools/web/pause",
+            &["Origin: http://evil.example", "Content-Type: text/plain"],
+            "x",
+        ),
+        post(
+            &host,
+            "/v1/pools/web/resume",
+            &[
+                "Origin: http://evil.example",
+                "Content-Type: application/x-www-form-urlencoded",
+            ],
+            "reason=x",
+        ),
+        // Even with the token, a cross-site or non-JSON request is refused.
+        post(
+            &host,
+            "/v1/pools/web/pause",
+            &[
+                "Authorization: Bearer t0ken-for-tests",
+                "Content-Type: application/json",
+                "Sec-Fetch-Site: cross-site",
+            ],
+            "{}",
+        ),
+        post(
+            &host,
+            "/v1/pools/web/pause",
+            &[
+                "Authorization: Bearer t0ken-for-tests",
+                "Content-Type: text/plain",
+            ],
+            "{}",
+        ),
+        // JSON without the token: TCP is not authority.
+        post(
+            &host,
+            "/v1/pools/web/pause",
+            &["Content-Type: application/json"],
+            "{}",
+        ),
+        post(
+            &host,
+            "/v1/pools/web/pause",
+            &[
+                "Authorization: Bearer wrong",
+                "Content-Type: application/json",
+            ],
+            "{}",
+        ),
+        // DNS rebinding: the page's own name in Host.
+        post(
+            "evil.example",
+            "/v1/pools/web/pause",
+            &[
+                "Authorization: Bearer t0ken-for-tests",
+                "Content-Type: application/json",
+            ],
+            "{}",
+        ),
+    ];
+    for req in &hostile {
+        let (code, body) = raw_tcp(&d.url, req);
+        assert!(
+            (400..500).contains(&code),
+            "a hostile request got {code} {body}: {req}"
+        );
+    }
+    let status = d.pool("web");
+    assert_ne!(status["state"], "paused", "{status}");
+    assert!(!journal_status(tmp.path()).unwrap().contains("Paused"));
+
+    // Reads with a rebinding Host are refused; with this listener's, served.
+    for path in ["/v1/status", "/v1/plan", "/metrics"] {
+        let (code, _) = raw_tcp(
+            &d.url,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: evil.example:{}\r\nConnection: close\r\n\r\n",
+                host.rsplit(':').next().unwrap()
+            ),
+        );
+        assert_eq!(code, 421, "GET {path} with a foreign Host");
+    }
+    let (code, _) = raw_tcp(
+        &d.url,
+        "GET /v1/status HTTP/1.1\r\nHost: bastion.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(code, 200, "an --allowed-host name is served");
+
+    // Path traversal: a name from the URL never becomes a path.
+    let secret = tmp.path().join("victim.json");
+    std::fs::write(&secret, "\"top secret value 42\"").unwrap();
+    let socket = d.state.join("control.sock");
+    for name in [
+        "..%2F..%2Fvictim",
+        "..%2F..%2F..%2F..%2F..%2F..%2Ftmp%2Fvictim",
+        "%2e%2e",
+        "WEB",
+        "web%00",
+    ] {
+        let (code, body) = raw_socket(
+            &socket,
+            &post(
+                "localhost",
+                &format!("/v1/pools/{name}/pause"),
+                &["Content-Type: application/json"],
+                "{}",
+            ),
+        );
+        assert!(code == 404 || code == 400, "{name}: {code} {body}");
+        assert!(!body.contains("top secret"), "{name}: {body}");
+        assert!(!body.contains("corrupt"), "{name}: {body}");
+    }
+
+    // The token on TCP is authority; so is the socket, with who asked logged.
+    let (code, body) = raw_tcp(
+        &d.url,
+        &post(
+            &host,
+            "/v1/pools/web/pause",
+            &[
+                "Authorization: Bearer t0ken-for-tests",
+                "Content-Type: application/json",
+            ],
+            "{\"reason\": \"incident 42\"}",
+        ),
+    );
+    assert_eq!(code, 200, "{body}");
+    d.wait_for("paused", Duration::from_secs(10), |s| {
+        s["pools"][0]["state"] == "paused"
+    });
+    let out = cli_within(
+        tmp.path(),
+        &[
+            "rollout",
+            "resume",
+            "web",
+            "--state-dir",
+            "state",
+            "--reason",
+            "all clear",
+        ],
+        Duration::from_secs(40),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("control socket"));
+    let log = std::fs::read_to_string(tmp.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("token sha256:") && log.contains("incident 42"),
+        "the token's id and the reason are logged: {}",
+        d.log_tail()
+    );
+    assert!(
+        log.contains("on the control socket") && log.contains("all clear"),
+        "the socket peer and the reason are logged: {}",
+        d.log_tail()
+    );
+    assert!(
+        !log.contains("t0ken-for-tests"),
+        "the token itself is never logged"
+    );
+
+    // The socket is not for everyone: mode 0660.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+}
+
+#[test]
+fn a_planted_journal_is_never_followed_out_of_the_state_directory() {
+    let tmp = setup();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    // A real journal (a paused rollout), then its pool field made a path.
+    std::fs::write(
+        tmp.path().join("config/web.yaml"),
+        pool_ready_after("img-2", "10s"),
+    )
+    .unwrap();
+    wait_for_journal(tmp.path());
+    let out = cli_within(
+        tmp.path(),
+        &["rollout", "pause", "web", "--state-dir", "state"],
+        Duration::from_secs(40),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.wait_for("paused", Duration::from_secs(20), |s| {
+        s["pools"][0]["state"] == "paused"
+    });
+    d.terminate();
+    let journal = tmp.path().join("state/journal");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(journal.join("web.json")).unwrap()).unwrap();
+    state["pool"] = "../../pwned-dir/written-by-daemon".into();
+    std::fs::write(journal.join("web.json"), state.to_string()).unwrap();
+    state["pool"] = "../../pwned-dir/victim".into();
+    std::fs::write(journal.join("victim.json"), state.to_string()).unwrap();
+
+    let out = cli_within(
+        tmp.path(),
+        &[
+            "plan",
+            "config",
+            "--state-dir",
+            "state",
+            "--detailed-exitcode",
+        ],
+        Duration::from_secs(30),
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "a planted journal is not 'no changes': {text}"
+    );
+    assert!(
+        text.contains("web.json is corrupt: it names pool \"../../pwned-dir/written-by-daemon\""),
+        "the plan names the journal and what is wrong with it: {text}"
+    );
+
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for("the journal reported", Duration::from_secs(20), |s| {
+        s["pools"][0]["state"] == "error"
+    });
+    // Resuming, which writes the journal, is refused rather than followed.
+    let out = cli_within(
+        tmp.path(),
+        &["rollout", "resume", "web", "--state-dir", "state"],
+        Duration::from_secs(40),
+    );
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-3")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    d.terminate();
+    for dir in [
+        tmp.path().join("pwned-dir"),
+        tmp.path().parent().unwrap().join("pwned-dir"),
+    ] {
+        assert!(!dir.exists(), "{} was written", dir.display());
+    }
+}
+
+/// A FIFO behind a YAML name (or a kubeconfig) blocked every command forever.
+#[test]
+fn a_fifo_in_the_config_directory_is_an_error_not_a_hang() {
+    let tmp = setup();
+    let config = tmp.path().join("config");
+    let fifo = tmp.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink(&fifo, config.join("x.yaml")).unwrap();
+    for args in [
+        vec!["validate", "config"],
+        vec!["plan", "config", "--state-dir", "state"],
+        vec!["apply", "config", "--state-dir", "state", "--auto-approve"],
+    ] {
+        let out = cli_within(tmp.path(), &args, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("x.yaml:1:1: error: x.yaml is a FIFO, not a regular file"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        !tmp.path().join("state/sim/sim.json").exists(),
+        "nothing acted"
+    );
+
+    // A .poolwrightignore that is a FIFO, and a kubeconfig that is one.
+    std::fs::remove_file(config.join("x.yaml")).unwrap();
+    std::os::unix::fs::symlink(&fifo, config.join(".poolwrightignore")).unwrap();
+    let out = cli_within(tmp.path(), &["validate", "config"], Duration::from_secs(20));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(".poolwrightignore is a FIFO"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(config.join(".poolwrightignore")).unwrap();
+    std::fs::write(
+        config.join("cluster.yaml"),
+        format!(
+            "apiVersion: poolwright/v1\nkind: Cluster\nmetadata: {{name: prod}}\nspec:\n  kubeconfig: {}\n",
+            fifo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("web.yaml"),
+        pool("img-1").replace(
+            "  providerRef: sim\n",
+            "  providerRef: sim\n  clusterRef: prod\n",
+        ),
+    )
+    .unwrap();
+    // The cluster is read once the pool exists (its nodes are matched to
+    // Kubernetes Nodes): without it, the pool is seen without its cluster.
+    for args in [
+        &["apply", "config", "--state-dir", "state", "--auto-approve"][..],
+        &["plan", "config", "--state-dir", "state"][..],
+    ] {
+        let out = cli_within(tmp.path(), args, Duration::from_secs(20));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = cli_within(
+        tmp.path(),
+        &["plan", "config", "--state-dir", "state"],
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fifo is a FIFO, not a regular file"), "{err}");
+}
+
+#[test]
+fn the_daemon_stays_live_and_stoppable_with_a_fifo_in_its_directory() {
+    let tmp = setup();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    let fifo = tmp.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::os::unix::fs::symlink(&fifo, tmp.path().join("config/x.yaml")).unwrap();
+    let s = d.wait_for("the FIFO reported", Duration::from_secs(10), |s| {
+        s["config"]["valid"] == false
+    });
+    assert!(
+        s["config"]["errors"].to_string().contains("is a FIFO"),
+        "{s}"
+    );
+    assert_eq!(d.get("/healthz").0, 200);
+    // Edits still reach it: the link removed, a change is applied.
+    std::fs::remove_file(tmp.path().join("config/x.yaml")).unwrap();
+    roll_to(tmp.path(), &d, "img-2");
+    assert_eq!(d.status()["config"]["valid"], true);
+    // A restart with a FIFO in place becomes ready, and says what is wrong.
+    d.terminate();
+    std::os::unix::fs::symlink(&fifo, tmp.path().join("config/x.yaml")).unwrap();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the FIFO reported after a restart",
+        Duration::from_secs(10),
+        |s| s["config"]["valid"] == false,
+    );
+    let started = Instant::now();
+    let status = d.terminate();
+    assert!(status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "SIGTERM took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A provider that accepts connections and never answers holds a reconcile
+/// round: liveness says so, and SIGTERM still ends the process in its grace.
+#[test]
+fn a_stuck_round_fails_liveness_and_sigterm_still_ends_the_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    // Accept and hold every connection, answering nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    std::fs::write(
+        config.join("providers.yaml"),
+        format!(
+            "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: plug}}\nspec:\n  type: http\n  url: http://127.0.0.1:{port}\n  timeout: 10m\n  maxAttempts: 1\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("web.yaml"),
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  providerRef: plug\n  size: 1\n  template: {image: img-1}\n",
+    )
+    .unwrap();
+    let d = Daemon::start(
+        tmp.path(),
+        &["--liveness-timeout", "2s", "--shutdown-grace", "3s"],
+    );
+    let started = Instant::now();
+    loop {
+        let (code, body) = d.get("/healthz");
+        if code == 503 {
+            assert!(body.contains("stuck"), "{body}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "/healthz stayed {code} while the round hung: {}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let started = Instant::now();
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3 + 5),
+        "SIGTERM took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Idle connections held open are closed after the header timeout and never
+/// take the descriptors journal writes need: a rollout finishes under them.
+#[test]
+fn idle_connections_are_closed_and_never_starve_the_journal() {
+    let tmp = setup();
+    let d = Daemon::start(
+        tmp.path(),
+        &["--max-connections", "64", "--header-timeout", "1s"],
+    );
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    let addr = d.url.trim_start_matches("http://").to_string();
+    let mut idle: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(idle.len() >= 64);
+    std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
+    wait_for_journal(tmp.path());
+    // Every idle connection is closed by the daemon within the timeout (plus slack).
+    std::thread::sleep(Duration::from_secs(3));
+    let mut open = 0;
+    for s in &mut idle {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            _ => open += 1,
+        }
+    }
+    assert_eq!(
+        open, 0,
+        "idle connections left open past the header timeout"
+    );
+    drop(idle);
+    d.wait_for("the rollout finished", Duration::from_secs(60), |s| {
+        in_sync(s) && journal_status(tmp.path()).is_none()
+    });
+    assert!(!d.log_tail().contains("Too many open files"));
+}
+
+#[test]
+fn the_events_file_rotates_by_size() {
+    let tmp = setup();
+    let d = Daemon::start(
+        tmp.path(),
+        &["--events-max-size", "4096", "--events-keep", "2"],
+    );
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    for image in ["img-2", "img-3", "img-4"] {
+        roll_to(tmp.path(), &d, image);
+    }
+    d.terminate();
+    let size = |name: &str| std::fs::metadata(tmp.path().join("state").join(name)).map(|m| m.len());
+    assert!(size("events.jsonl").unwrap() <= 4096);
+    assert!(size("events.jsonl.1").unwrap() <= 4096);
+    assert!(size("events.jsonl.2").is_ok(), "two rotated files kept");
+    assert!(size("events.jsonl.3").is_err(), "no more than two kept");
+}
