@@ -20,6 +20,8 @@ pub enum ReadError {
     NotRegular(&'static str),
     /// Larger than the limit (bytes).
     TooLarge(u64),
+    /// Not read within the deadline (a hung network file system).
+    TimedOut(std::time::Duration),
 }
 
 impl fmt::Display for ReadError {
@@ -29,6 +31,9 @@ impl fmt::Display for ReadError {
             ReadError::NotRegular(what) => write!(f, "is {what}, not a regular file"),
             ReadError::TooLarge(limit) => {
                 write!(f, "is larger than the limit of {limit} bytes")
+            }
+            ReadError::TimedOut(d) => {
+                write!(f, "could not be read within {}s", d.as_secs())
             }
         }
     }
@@ -63,9 +68,35 @@ pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// How long one read of a user-named file may take.
+pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Read `path` (following symlinks) if it is a regular file of at most
-/// `limit` bytes.
+/// `limit` bytes, within [`READ_DEADLINE`].
+///
+/// A regular file cannot block a read the way a FIFO does, but one on a hung
+/// network mount can, uninterruptibly: the read runs on a thread of its own
+/// and the caller gets an error at the deadline (the thread is left to finish
+/// or hang alone).
 pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let owned = path.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("read-file".into())
+        .spawn(move || {
+            let _ = tx.send(read_regular_now(&owned, limit));
+        });
+    if spawned.is_err() {
+        // No thread to be had: read here rather than not at all.
+        return read_regular_now(path, limit);
+    }
+    match rx.recv_timeout(READ_DEADLINE) {
+        Ok(result) => result,
+        Err(_) => Err(ReadError::TimedOut(READ_DEADLINE)),
+    }
+}
+
+fn read_regular_now(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)

@@ -273,6 +273,8 @@ fn the_reference_plugin_passes_the_conformance_kit() {
         "idempotent-create-nodes",
         "idempotent-terminate",
         "idempotent-concurrent-duplicate",
+        "idempotent-set-template",
+        "idempotent-delete",
         "key-reuse-other-body",
         "problem-on-bad-request",
         "not-found-pool",

@@ -309,9 +309,16 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 (false, true) => ", in waves",
                 (false, false) => "",
             };
+            // The change's classes are what `disruption.appliesTo` holds.
+            let classes = if r.classes.is_empty() {
+                String::new()
+            } else {
+                let names: Vec<&str> = r.classes.iter().map(|c| c.as_str()).collect();
+                format!(", {} change", names.join(" + "))
+            };
             let _ = writeln!(
                 out,
-                "    rollout ({} semantics): {}{how}, surge {}, unavailable {}, bounds [{}, {}], {} node(s) in ~{} wave(s)",
+                "    rollout ({} semantics{classes}): {}{how}, surge {}, unavailable {}, bounds [{}, {}], {} node(s) in ~{} wave(s)",
                 r.semantics.as_str(),
                 r.strategy.as_str(),
                 r.budget.surge,

@@ -334,9 +334,18 @@ impl RolloutState {
         OpKey::derive(&[&self.pool, "terminate", node])
     }
 
-    /// A node is reimaged onto a given template once.
+    /// A node is reimaged onto a given template once per rollout: a later
+    /// rollout to the same template (tried again after a rollback put the
+    /// node back) is a new intent with a new key, so the plug-in rebuilds it
+    /// rather than replaying the first answer.
     pub fn reimage_key(&self, node: &str) -> OpKey {
-        OpKey::derive(&[&self.pool, "reimage", node, &self.target.to_string()])
+        OpKey::derive(&[
+            &self.pool,
+            &self.started_at.to_string(),
+            "reimage",
+            node,
+            &self.target.to_string(),
+        ])
     }
 
     /// Setting the pool's template to this rollout's target (or, on a
@@ -348,5 +357,23 @@ impl RolloutState {
             "set-template",
             &template.to_string(),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::rollout::decide::fixtures::{at, state};
+
+    #[test]
+    fn a_reimage_key_repeats_within_a_rollout_and_not_across_rollouts() {
+        let first = state(3, 0, 1);
+        assert_eq!(first.reimage_key("o1"), first.reimage_key("o1"));
+        assert_ne!(first.reimage_key("o1"), first.reimage_key("o2"));
+        // The same target tried again later (after a rollback) is a new intent.
+        let mut again = first.clone();
+        again.started_at = at(3600);
+        assert_ne!(first.reimage_key("o1"), again.reimage_key("o1"));
+        // A node is terminated once in its life, whichever rollout asks.
+        assert_eq!(first.terminate_key("o1"), again.terminate_key("o1"));
     }
 }

@@ -327,6 +327,16 @@ fn sigterm_mid_rollout_stops_at_a_safe_point_and_a_restart_finishes_without_repe
         "started, then resumed from the journal"
     );
     assert_eq!(count("rollout_stopped"), 1, "the stop is recorded as such");
+    // The restarted daemon finds the pool above its size (the surge in
+    // flight): that is the rollout's own doing, not a scale step.
+    assert_eq!(
+        count("pool_scaled"),
+        0,
+        "a resumed rollout's surge is not reported as a scale: {:?}",
+        evs.iter()
+            .filter(|e| e["event"] == "pool_scaled")
+            .collect::<Vec<_>>()
+    );
     assert_eq!(
         count("rollout_completed"),
         1,

@@ -266,7 +266,8 @@ pub async fn run(http: &Http, opts: &Options) -> Report {
         }
         let bp = b.pool("b");
         if let Ok(Some(_)) = b.describe(&bp).await {
-            let _ = http.delete_pool(&bp, &key("delete-b")).await;
+            let r = idempotent_delete(&b, &bp).await;
+            b.record("idempotent-delete", r);
         }
     }
     let count = |v: Verdict| b.results.iter().filter(|r| r.verdict == v).count();
@@ -346,6 +347,8 @@ async fn battery(b: &mut Battery<'_>) {
     b.record("idempotent-terminate", r);
     let r = idempotent_set_size(b, &bp).await;
     b.record("idempotent-set-size", r);
+    let r = idempotent_set_template(b, &bp).await;
+    b.record("idempotent-set-template", r);
     let r = key_reuse_other_body(b, &bp).await;
     b.record("key-reuse-other-body", r);
     let r = concurrent_duplicate(b, &bp).await;
@@ -763,6 +766,52 @@ async fn idempotent_set_size(b: &Battery<'_>, pool: &str) -> Outcome {
     })
     .await?;
     Ok("the same key twice: size 2".into())
+}
+
+/// The template set twice under one key: the template is the new one, and
+/// the repeat neither launches nor replaces a node.
+async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Outcome {
+    let before = b.describe(pool).await?.ok_or("pool absent")?;
+    let ids: Vec<String> = live(&before).iter().map(|n| n.id.clone()).collect();
+    let k = key("idem-template");
+    let call = Call::mutate(
+        "SetTemplate".into(),
+        Method::PUT,
+        vec!["v1", "pools", pool, "template"],
+        Some(&wire::SetTemplateRequest {
+            template: b.opts.new_template.clone(),
+            template_hash: b.opts.new_template.hash(),
+        }),
+        &k,
+    );
+    twice(b, &call).await?;
+    let p = b.describe(pool).await?.ok_or("pool absent")?;
+    let now: Vec<String> = live(&p).iter().map(|n| n.id.clone()).collect();
+    if p.template != b.opts.new_template {
+        return Err("the template set twice is not the one sent".into());
+    }
+    if now != ids {
+        return Err(format!(
+            "nodes changed: {ids:?} then {now:?} (setting a template replaces none)"
+        ));
+    }
+    Ok("the same key twice: the new template, the same nodes".into())
+}
+
+/// A pool deleted twice under one key: both answers succeed (the repeat is
+/// the first answer replayed, not a not-found), and the pool is gone.
+async fn idempotent_delete(b: &Battery<'_>, pool: &str) -> Outcome {
+    let k = key("idem-delete");
+    let call = Call::mutate(
+        "DeletePool".into(),
+        Method::DELETE,
+        vec!["v1", "pools", pool],
+        None::<&()>,
+        &k,
+    );
+    twice(b, &call).await?;
+    b.wait_for(pool, "the pool gone", |o| o.is_none()).await?;
+    Ok("the same key twice: both answered, the pool gone".into())
 }
 
 /// A key is bound to its request: the same key with another body is refused.
