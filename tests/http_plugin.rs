@@ -680,3 +680,460 @@ fn the_daemon_rolls_on_a_commit_and_reports_a_plugin_that_is_down() {
     });
     assert!(d.terminate().success());
 }
+
+// ------------------------------------------------- https, mutual TLS, token, headers
+
+/// Run `openssl` in `dir`; a failure fails the test with openssl's own words.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run openssl (it makes the test certificates): {e}"));
+    assert!(
+        out.status.success(),
+        "openssl {} failed ({}):\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `NAME.key`: a P-256 key (PKCS#8 PEM; named curve, as rustls requires).
+fn test_key(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-pkeyopt",
+            "ec_param_enc:named_curve",
+            "-out",
+            &format!("{name}.key"),
+        ],
+    );
+}
+
+/// `NAME.key` and `NAME.pem`: a self-signed CA.
+fn test_ca(dir: &Path, name: &str, cn: &str) {
+    test_key(dir, name);
+    std::fs::write(
+        dir.join(format!("{name}.cnf")),
+        format!(
+            "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ext\n[dn]\nCN = {cn}\n\
+             [ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n"
+        ),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-config",
+            &format!("{name}.cnf"),
+            "-key",
+            &format!("{name}.key"),
+            "-sha256",
+            "-days",
+            "2",
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
+}
+
+/// `NAME.key` and `NAME.pem`: a certificate for `cn` signed by the CA `ca`,
+/// with the extensions `ext` (extfile lines) besides the usual ones.
+fn test_leaf(dir: &Path, name: &str, cn: &str, ca: &str, ext: &str) {
+    test_key(dir, name);
+    std::fs::write(
+        dir.join(format!("{name}.cnf")),
+        format!("[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = {cn}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.ext")),
+        format!(
+            "basicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\n\
+             subjectKeyIdentifier = hash\nauthorityKeyIdentifier = keyid\n{ext}"
+        ),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-config",
+            &format!("{name}.cnf"),
+            "-key",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-sha256",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
+}
+
+/// A private CA with a server certificate for 127.0.0.1 (rustls checks the
+/// subjectAltName, never the CN) and a client certificate CN=poolwright, and
+/// a second CA that vouches for neither.
+fn test_pki(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    test_ca(dir, "ca", "poolwright test CA");
+    test_ca(dir, "other-ca", "unrelated test CA");
+    test_leaf(
+        dir,
+        "server",
+        "127.0.0.1",
+        "ca",
+        "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1\n",
+    );
+    test_leaf(
+        dir,
+        "client",
+        "poolwright",
+        "ca",
+        "extendedKeyUsage = clientAuth\n",
+    );
+    // reqwest's Identity::from_pem takes PKCS#8 (or SEC1/PKCS#1) keys, and
+    // nothing else in the file: PKCS#8 whatever genpkey's default.
+    openssl(
+        dir,
+        &[
+            "pkcs8",
+            "-topk8",
+            "-nocrypt",
+            "-in",
+            "client.key",
+            "-out",
+            "client.pk8.pem",
+        ],
+    );
+}
+
+/// `tests/support/tls_plugin.py`: a plug-in behind mutual TLS that wants a
+/// bearer token and logs, per request, what it carried (and each refused
+/// handshake). Killed on drop.
+struct TlsPlugin {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+}
+
+impl TlsPlugin {
+    fn start(pki: &Path, token: &str, dir: &Path) -> TlsPlugin {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/tls_plugin.py");
+        let log = dir.join("tls-plugin.log");
+        let stderr = dir.join("tls-plugin.stderr");
+        let child = Command::new(plugin::python())
+            .arg(&script)
+            .arg(pki.join("server.pem"))
+            .arg(pki.join("server.key"))
+            .arg(pki.join("ca.pem"))
+            .env("TLS_PLUGIN_TOKEN", token)
+            .env("TLS_PLUGIN_LOG", &log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} with {}: {e}",
+                    script.display(),
+                    plugin::python()
+                )
+            });
+        let mut p = TlsPlugin {
+            child,
+            port: 0,
+            log,
+            stderr,
+        };
+        // The first line names the port; read on a thread, so a plug-in that
+        // hangs fails the test instead of stalling it.
+        let stdout = p.child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        p.port = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the TLS plug-in did not say `LISTENING <port>` within 30 s (it said {line:?}):\n{}",
+                    std::fs::read_to_string(&p.stderr).unwrap_or_default()
+                )
+            });
+        p
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// What it logged so far, one record per request or refused handshake.
+    fn records(&self) -> Vec<Value> {
+        self.log_text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The records after the first `from`, once one of them matches `want`
+    /// (a refused handshake is logged just after the client was told).
+    fn records_after(&self, from: usize, what: &str, want: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let started = Instant::now();
+        loop {
+            let new: Vec<Value> = self.records().into_iter().skip(from).collect();
+            if new.iter().any(&want) {
+                return new;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the TLS plug-in logged no {what} within 10 s; its log:\n{}\nits stderr:\n{}",
+                self.log_text(),
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TlsPlugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The production setup of README "HTTP plug-ins" through the real binary:
+/// https to a plug-in whose certificate a private CA signed (`caFile`),
+/// mutual TLS (`clientCert`/`clientKey`), the bearer token from `tokenEnv`,
+/// and static `headers`. Then each piece taken away or wrong, one at a time:
+/// the plan fails, says why, and the plug-in saw no request it should not have.
+#[test]
+fn https_with_a_private_ca_client_certificates_a_token_from_the_environment_and_static_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    test_pki(&pki);
+    let token = "tls-plugin-token-5b1f0c";
+    let server = TlsPlugin::start(&pki, token, dir.path());
+    let url = format!("https://127.0.0.1:{}", server.port);
+    // Paths as YAML strings (JSON quoting is YAML too), whatever the temp dir is called.
+    let quoted = |file: &str| serde_json::to_string(pki.join(file).to_str().unwrap()).unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let provider = |ca: &str, client: bool| {
+        let client = if client {
+            format!(
+                "  clientCert: {}\n  clientKey: {}\n",
+                quoted("client.pem"),
+                quoted("client.pk8.pem")
+            )
+        } else {
+            String::new()
+        };
+        write(
+            "config/provider.yaml",
+            &format!(
+                "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: tls}}\nspec:\n  type: http\n  url: {url}\n  caFile: {}\n{client}  tokenEnv: PLUGIN_TOKEN\n  headers: {{X-Team: platform}}\n  timeout: 10s\n  maxAttempts: 1\n",
+                quoted(ca)
+            ),
+        );
+    };
+    write(
+        "config/web.yaml",
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  providerRef: tls\n  size: 2\n  template:\n    image: img-1\n    instanceType: small\n",
+    );
+    // `poolwright plan`, with PLUGIN_TOKEN set to `token` or absent.
+    let plan = |token: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_poolwright"));
+        cmd.args(["plan", "config", "--state-dir"])
+            .arg(dir.path().join("state"))
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("PLUGIN_TOKEN");
+        if let Some(t) = token {
+            cmd.env("PLUGIN_TOKEN", t);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let is_request = |r: &Value| r["event"] == "request";
+    let refused_handshake = |r: &Value| r["event"] == "handshake-failed";
+    let unobserved =
+        "error: nodepool.web: provider \"tls\" could not be observed: Capabilities failed: ";
+
+    // Everything right: the plug-in is asked, and the pool will be created.
+    provider("ca.pem", true);
+    let (code, out, err) = plan(Some(token));
+    assert_eq!(
+        code,
+        Some(0),
+        "plan failed:\n{out}{err}\nplug-in log:\n{}",
+        server.log_text()
+    );
+    assert!(
+        out.contains("# nodepool.web will be created") && out.contains("Plan: 1 to add"),
+        "{out}{err}"
+    );
+    let seen = server.records_after(0, "describe", |r| r["path"] == "/v1/describe");
+    for call in [("GET", "/v1/capabilities"), ("POST", "/v1/describe")] {
+        assert!(
+            seen.iter()
+                .any(|r| r["method"] == call.0 && r["path"] == call.1 && r["status"] == 200),
+            "{call:?} was not answered 200: {seen:#?}"
+        );
+    }
+    for r in &seen {
+        assert!(
+            is_request(r),
+            "a refused handshake with the right settings: {seen:#?}"
+        );
+        assert_eq!(r["authorization"], true, "no bearer token: {r}");
+        assert_eq!(r["xTeam"], "platform", "the static header is missing: {r}");
+        assert_eq!(
+            r["clientCn"], "poolwright",
+            "not the client certificate: {r}"
+        );
+    }
+
+    // (a) No client certificate: the plug-in refuses the handshake, so no
+    // request (and no token) reaches it.
+    let from = server.records().len();
+    provider("ca.pem", false);
+    let (code, out, err) = plan(Some(token));
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains(unobserved)
+            && err.contains("GET /v1/capabilities")
+            && err.contains("CertificateRequired"),
+        "{err}"
+    );
+    assert!(
+        !format!("{out}{err}").contains("will be created"),
+        "{out}{err}"
+    );
+    let seen = server.records_after(from, "refused handshake", refused_handshake);
+    assert!(
+        !seen.iter().any(is_request),
+        "a request got through: {seen:#?}"
+    );
+
+    // (b) caFile is another CA: poolwright does not trust the plug-in's
+    // certificate and hangs up during the handshake.
+    let from = server.records().len();
+    provider("other-ca.pem", true);
+    let (code, out, err) = plan(Some(token));
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains(unobserved)
+            && err.contains(&format!("could not connect to {url}/"))
+            && err.contains("invalid peer certificate: UnknownIssuer"),
+        "{err}"
+    );
+    assert!(
+        !format!("{out}{err}").contains("will be created"),
+        "{out}{err}"
+    );
+    let seen = server.records_after(from, "refused handshake", refused_handshake);
+    assert!(
+        !seen.iter().any(is_request),
+        "a request got through: {seen:#?}"
+    );
+
+    // (c) PLUGIN_TOKEN unset: refused before anything is sent.
+    provider("ca.pem", true);
+    let from = server.records().len();
+    let (code, out, err) = plan(None);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains(unobserved)
+            && err.contains("tokenEnv: environment variable PLUGIN_TOKEN is not set or empty"),
+        "{err}"
+    );
+    assert!(
+        !format!("{out}{err}").contains("will be created"),
+        "{out}{err}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        server.records().len(),
+        from,
+        "a connection was made without a token:\n{}",
+        server.log_text()
+    );
+
+    // ... and a wrong token: the plug-in answers 401, and poolwright quotes it.
+    let wrong = "not-the-token-93c4";
+    let (code, out, err) = plan(Some(wrong));
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains(unobserved)
+            && err.contains(
+                "GET /v1/capabilities answered 401 unauthorized: a valid bearer token is required"
+            ),
+        "{err}"
+    );
+    assert!(
+        !format!("{out}{err}").contains("will be created"),
+        "{out}{err}"
+    );
+    assert!(
+        !format!("{out}{err}").contains(wrong),
+        "the token was printed: {out}{err}"
+    );
+    let seen = server.records_after(from, "refused request", |r| r["status"] == 401);
+    assert!(
+        seen.iter().all(|r| is_request(r)
+            && r["status"] == 401
+            && r["authorization"] == true
+            && r["clientCn"] == "poolwright"),
+        "{seen:#?}"
+    );
+    let log = server.log_text();
+    assert!(
+        !log.contains(token) && !log.contains(wrong),
+        "the plug-in's log holds a token: {log}"
+    );
+}

@@ -1,6 +1,7 @@
-//! A provider wrapped so every call is timed and its outcome counted (the
-//! daemon's `/metrics`: provider call errors and latency), without any backend
-//! knowing about metrics.
+//! A provider wrapped so every call is timed, traced (a `provider_call` span
+//! with the provider and the call, and a debug record of its outcome) and its
+//! outcome counted (the daemon's `/metrics`: provider call errors and
+//! latency), without any backend knowing about metrics.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,12 +37,28 @@ impl Instrumented {
         call: &'static str,
         f: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
+        use tracing::Instrument;
+        let span = tracing::debug_span!("provider_call", provider = self.inner.name(), call);
         let started = Instant::now();
-        let result = f.await;
+        let result = f.instrument(span.clone()).await;
+        let elapsed = started.elapsed();
+        let _entered = span.enter();
+        match &result {
+            Ok(_) => tracing::debug!(
+                elapsed_ms = elapsed.as_millis() as u64,
+                "provider call done"
+            ),
+            Err(e) => tracing::debug!(
+                elapsed_ms = elapsed.as_millis() as u64,
+                kind = ?e.kind,
+                error = %e,
+                "provider call failed"
+            ),
+        }
         self.observer.call_finished(
             self.inner.name(),
             call,
-            started.elapsed(),
+            elapsed,
             result.as_ref().err().map(|e| e.kind),
         );
         result
