@@ -148,3 +148,45 @@ proptest! {
         }
     }
 }
+
+/// A running rollout is superseded (and so takes new settings at its next
+/// step) exactly when its planned work changes: every resolved setting a user
+/// can edit mid-rollout changes the worker's key, lowering maxUnavailable
+/// during an incident included; the progress of the roll itself does not.
+#[test]
+fn every_rollout_setting_edited_mid_rollout_changes_the_work_key() {
+    let w = World::new();
+    w.write("providers.yaml", PROVIDER);
+    let base = "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n";
+    w.write("web.yaml", &common::pool("web", 4, "img-1", base));
+    w.apply();
+    let key = |extra: &str| {
+        w.write("web.yaml", &common::pool("web", 4, "img-2", extra));
+        let plan = w.plan();
+        let p = plan.pools.iter().find(|p| p.pool == "web").unwrap();
+        assert!(p.rollout.is_some(), "a roll is planned");
+        poolwright::plan::work_key(p)
+    };
+    let before = key(base);
+    assert_eq!(before, key(base), "the same desired state, the same work");
+    for edited in [
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n",
+        "  rollout:\n    maxSurge: 4\n    maxUnavailable: 1\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    drain: {timeout: 5m}\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    drain: {onTimeout: force}\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    health: {minReady: 2m}\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    health: {startupTimeout: 20m}\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    canary: true\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    checkpoints: [{at: 50%, pause: 1m}]\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    onFailure: rollback\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    maxFailedNodes: 1\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n    progressDeadline: 1h\n",
+        "  rollout:\n    maxSurge: 1\n    maxUnavailable: 1\n  disruption:\n    policy: Block\n",
+    ] {
+        assert_ne!(
+            before,
+            key(edited),
+            "an edit that must reach the rollout:\n{edited}"
+        );
+    }
+}
