@@ -579,9 +579,18 @@ def snap_diff(a, b):
     return out
 
 
-def classify_change(state, before_fleet):
-    """'loss' when pools or live nodes disappeared or the fleet no longer
-    parses, else 'unauth'."""
+def inventory_pools(state):
+    """The pool names in STATE/inventory.json, or None when unreadable."""
+    try:
+        doc = json.loads(read_regular(os.path.join(state, "inventory.json")))
+        return set((doc.get("pools") or {}).keys())
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def classify_change(state, before_fleet, before_inventory=None):
+    """'loss' when pools or live nodes disappeared, the fleet no longer
+    parses, or pools left the inventory; else 'unauth'."""
     after, err = load_fleet(state)
     if before_fleet is not None and after is None:
         return "loss", f"fleet no longer parses ({err})"
@@ -590,6 +599,13 @@ def classify_change(state, before_fleet):
     fewer = [p for p in b if p in a and a[p][2] < b[p][2]]
     if lost or fewer:
         return "loss", f"pools deleted {lost}, pools with fewer live nodes {fewer}"
+    if before_inventory:
+        inv = inventory_pools(state)
+        if inv is None:
+            return "loss", "the inventory no longer parses"
+        gone = sorted(before_inventory - inv)
+        if gone:
+            return "loss", f"pools dropped from the inventory {gone}"
     return "unauth", ""
 
 
@@ -1399,6 +1415,7 @@ def cat_adversarial(args):
                     stdin_r, stdin_w = os.pipe()
                 before = snapshot(state)
                 before_fleet, _ = load_fleet(state)
+                before_inv = inventory_pools(state)
                 rv = run(["validate", target] + kw.get("validate_args", []), timeout=20, stdin=stdin_r)
                 check(cat, name, f"poolwright validate {target}", rv)
                 rp = run(["plan", target, "--state-dir", state], timeout=20, stdin=stdin_r)
@@ -1406,7 +1423,7 @@ def cat_adversarial(args):
                 after_plan = snapshot(state)
                 diff = snap_diff(before, after_plan)
                 if diff:
-                    kind, why = classify_change(state, before_fleet)
+                    kind, why = classify_change(state, before_fleet, before_inv)
                     cat.fail(kind, name, "poolwright plan DIR --state-dir S",
                              f"plan changed the state: {diff} {why}")
                 ra = run(["apply", target, "--state-dir", state, "--auto-approve", "--prune"],
@@ -1418,7 +1435,7 @@ def cat_adversarial(args):
                 diff = snap_diff(after_plan, after)
                 rejected = rv.rc != 0
                 if not rejected and diff:
-                    kind, why = classify_change(state, before_fleet)
+                    kind, why = classify_change(state, before_fleet, before_inv)
                     if kind == "loss" and kw.get("loss_if_pruned"):
                         cat.fail("loss", name, "poolwright apply DIR --state-dir S --auto-approve --prune",
                                  f"validate accepted the directory ({short(rv.stdout, 120)}): the non-regular/"
@@ -1430,7 +1447,7 @@ def cat_adversarial(args):
                     with LOCK:
                         stats["non-regular YAML entry skipped silently"] += 1
                 if rejected and diff:
-                    kind, why = classify_change(state, before_fleet)
+                    kind, why = classify_change(state, before_fleet, before_inv)
                     cat.fail(kind, name, "poolwright apply DIR --state-dir S --auto-approve --prune",
                              f"validate rejected the desired state ({rv.describe()}) but apply "
                              f"({ra.describe()}) changed {diff} {why}")
@@ -2167,6 +2184,9 @@ def kill_trial(n, seed, cat, budget_end):
         if not web:
             cat.fail("loss", case, "final", "pool web is gone from the fleet")
             return info
+        inv = inventory_pools(state)
+        if inv is None or not {"api", "batch", "cache", "web"} <= inv:
+            cat.fail("loss", case, "final", f"inventory lost pools: {inv}")
         live = [x for x in web["nodes"] if not x.get("goneAt")]
         if converged and (len(live) != KILL_SIZE or web["size"] != KILL_SIZE):
             cat.fail("loss", case, "final", f"web has {len(live)} live nodes, size {web['size']}, expected {KILL_SIZE}")
@@ -2438,6 +2458,20 @@ def disk_cases():
         shutil.rmtree(os.path.join(ctx.state, "sim"))
         write(os.path.join(ctx.state, "sim"), b"x")
 
+    @case("sim fleet file is a dangling symlink", cmds=("plan", "apply"))
+    def _(ctx):
+        populated(ctx)
+        p = os.path.join(ctx.state, "sim", "sim.json")
+        os.unlink(p)
+        os.symlink(os.path.join(ctx.aux, "gone", "sim.json"), p)
+
+    @case("STATE/sim is a dangling symlink", cmds=("plan", "apply"))
+    def _(ctx):
+        populated(ctx)
+        p = os.path.join(ctx.state, "sim")
+        shutil.rmtree(p)
+        os.symlink(os.path.join(ctx.aux, "unmounted-volume"), p)
+
     @case("sim audit file is a directory", cmds=("apply",), expect="any")
     def _(ctx):
         populated(ctx)
@@ -2576,6 +2610,7 @@ def cat_disk(args):
                     fleet_bytes = read_regular(fp)
                 inv_p = os.path.join(ctx.state, "inventory.json")
                 inv_bytes = read_regular(inv_p) if os.path.isfile(inv_p) else None
+                inv_before = inventory_pools(ctx.state) if os.path.isdir(ctx.state) else None
                 summary = []
                 for cmd in cmds:
                     out = disk_command(cat, name, ctx, cmd, "any" if (cmd == "plan" and kw.get("plan_ok")) else expect)
@@ -2589,6 +2624,12 @@ def cat_disk(args):
                         if read_regular(fp, 1 << 30) != fleet_bytes:
                             cat.fail("loss", name, " ; ".join(map(str, cmds)),
                                      "the unreadable fleet file was replaced (an existing fleet overwritten)")
+                    inv_after = inventory_pools(ctx.state)
+                    if inv_before and inv_after is not None and inv_before - inv_after:
+                        cat.fail("loss", name, " ; ".join(map(str, cmds)),
+                                 f"pools dropped from the inventory: {sorted(inv_before - inv_after)} (the desired "
+                                 f"state still has them; they are no longer managed: never pruned, reported as "
+                                 f"unmanaged)")
                     if kw.get("inventory_must_stay") and inv_bytes is not None and os.path.isfile(inv_p):
                         if read_regular(inv_p) != inv_bytes:
                             cat.fail("loss", name, " ; ".join(map(str, cmds)), "the unreadable inventory was replaced")
@@ -2650,6 +2691,11 @@ def disk_command(cat, name, ctx, cmd, expect):
     if cmd in ("apply", "plan", "apply-converge"):
         if cmd == "plan":
             r = run(["plan", ctx.cfg, "--state-dir", S], timeout=20)
+            creates = re.findall(r"# nodepool\.(\S+) will be created", r.stdout)
+            if creates and os.path.isdir(S) and (inventory_pools(S) or set()) & set(creates):
+                cat.fail("loss", name, "poolwright plan DIR --state-dir S",
+                         f"plan proposes to create pools that exist and are in the inventory {creates}: the "
+                         f"unreadable simulator state was taken for an empty fleet ({short(r.stdout.splitlines()[-1] if r.stdout.strip() else '', 100)})")
         else:
             r = run(["apply", ctx.cfg, "--state-dir", S, "--auto-approve"], timeout=60)
         check(cat, name, f"poolwright {cmd.split('-')[0]} DIR --state-dir S", r)
@@ -2677,6 +2723,8 @@ def disk_command(cat, name, ctx, cmd, expect):
     if cmd == "rollout-pause":
         r = run(["rollout", "pause", "web", "--state-dir", S], timeout=60)
         check(cat, name, "poolwright rollout pause web --state-dir S", r)
+        if r.elapsed > 20 and not r.timed_out:
+            cat.note(f"{name}: `rollout pause web` took {r.elapsed:.0f}s ({r.describe()})")
         return f"rollout pause: {r.describe()}"
     if cmd in ("run", "run-8s"):
         d = Daemon(ctx.cfg, S, grace=5, extra=["--retry-after", "2s"]).start()

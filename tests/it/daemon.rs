@@ -507,11 +507,11 @@ fn a_pool_held_by_its_disruption_policy_is_shown_blocked_with_until_when() {
     d.wait_for("the rollout to complete", Duration::from_secs(60), |s| {
         in_sync_with(4)(s) && audit_calls(tmp.path(), "TerminateNode(").len() == 4
     });
-    assert!(
-        events(tmp.path())
-            .iter()
-            .any(|e| e["event"] == "resumed_in_window")
-    );
+    let resumed: Vec<Value> = events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "resumed_in_window")
+        .collect();
+    assert_eq!(resumed.len(), 1, "announced once: {resumed:#?}");
     assert!(
         d.metric(
             "poolwright_policy_blocked_seconds_total",

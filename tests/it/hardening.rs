@@ -530,6 +530,18 @@ fn the_daemon_stays_live_and_stoppable_with_a_fifo_in_its_directory() {
         Duration::from_secs(10),
         |s| s["config"]["valid"] == false,
     );
+    assert_eq!(d.get("/healthz").0, 200);
+    // Removing the link makes it ready, without a restart.
+    std::fs::remove_file(tmp.path().join("config/x.yaml")).unwrap();
+    let started = Instant::now();
+    while d.get("/readyz").0 != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not ready after the FIFO was removed: {}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let started = Instant::now();
     let status = d.terminate();
     assert!(status.success());
