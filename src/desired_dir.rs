@@ -126,12 +126,38 @@ pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
         let entry = entry.map_err(|e| {
             Diagnostic::error(&shown, Pos::START, format!("cannot list directory: {e}"))
         })?;
-        let is_file = entry
-            .file_type()
-            .is_some_and(|t| t.is_file() || t.is_symlink());
-        let name = entry.file_name().to_string_lossy();
-        if is_file && is_desired_state_file(&name) {
+        if entry.depth() == 0 {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        let is_link = entry.file_type().is_some_and(|t| t.is_symlink());
+        let here = entry.path().display().to_string();
+        if is_desired_state_file(&name) {
+            // Whatever it is (a FIFO, a socket, a device, a link to one) is
+            // read, and refused there with what it is: skipping it silently
+            // would make its pools look removed.
+            if is_dir {
+                return Err(Diagnostic::error(
+                    &here,
+                    Pos::START,
+                    format!(
+                        "{name} is a directory, not a regular file; a directory's name may not end in .yaml or .yml"
+                    ),
+                ));
+            }
             files.push(entry.into_path());
+        } else if is_link && entry.path().is_dir() {
+            // Links to directories are not followed (no loops, no reading
+            // outside the tree), and skipping one would drop its pools.
+            return Err(Diagnostic::error(
+                &here,
+                Pos::START,
+                format!(
+                    "{name} is a symbolic link to a directory, which is not followed; \
+                     move the files into the directory, or point poolwright at the link's target"
+                ),
+            ));
         }
     }
     files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));

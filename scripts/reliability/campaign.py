@@ -1573,11 +1573,15 @@ def cat_http(args):
                 log(f"  {name}: {describe_http(r)} ({r['elapsed']:.1f}s)")
             return r
 
+        seen_states = []
+
         def expect_journal(want, phase):
             got = journal_state(state)
+            shown = pool_state(port)
+            seen_states.append(f"{phase}: journal {got}, /v1/status {shown}")
             if got != want:
                 cat.fail("unauth", phase, "journal STATE/journal/web.json",
-                         f"web rollout state is {got!r}, expected {want!r}")
+                         f"web rollout state is {got!r}, expected {want!r} (/v1/status says {shown!r})")
 
         json_ct = ("Content-Type", "application/json")
         body = b'{"reason":"campaign"}'
@@ -1847,8 +1851,9 @@ def cat_http(args):
         if bad:
             worst = max(p[2] for p in probes)
             cat.fail("hang", "900 idle connections held 30 s", "GET /healthz from a fresh connection every second",
-                     f"{len(bad)} of {len(probes)} probes got no 200 within 5 s (probes started at "
-                     f"+{bad[0][0]:.1f}s..+{bad[-1][0]:.1f}s failed: {bad[0][3]}); {res.get('dropped at once', 0)} "
+                     f"{len(bad)} of {len(probes)} probes got no 200 within 5 s: /healthz unreachable from "
+                     f"+{outage(probes)[0]:.1f}s to {('+%.1fs' % outage(probes)[1]) if outage(probes)[1] else 'the end'} "
+                     f"({bad[0][3]}); {res.get('dropped at once', 0)} "
                      f"of the idle connections were closed at once (connection cap), {res.get('accepted', 0)} were "
                      f"held until the header timeout")
         late = res.get("still open after 30 s", 0) + res.get(f"closed after {header_timeout}+5 s", 0)
@@ -1866,8 +1871,9 @@ def cat_http(args):
         bad = [p for p in probes if not p[1]]
         if bad:
             cat.fail("hang", "300 stalled request bodies held 30 s", "GET /healthz from a fresh connection every second",
-                     f"{len(bad)} of {len(probes)} probes got no 200 within 5 s (first failing at +{bad[0][0]:.1f}s: "
-                     f"{bad[0][3]})")
+                     f"{len(bad)} of {len(probes)} probes got no 200 within 5 s: /healthz unreachable from "
+                     f"+{outage(probes)[0]:.1f}s to {('+%.1fs' % outage(probes)[1]) if outage(probes)[1] else 'the end of the 30 s'} "
+                     f"({bad[0][3]}), i.e. for as long as the stalled connections are held")
         late = res.get("still open after 30 s", 0) + res.get(f"closed after {header_timeout}+5 s", 0)
         if late:
             cat.fail("hang", "300 stalled request bodies held 30 s",
@@ -1896,6 +1902,8 @@ def cat_http(args):
         r = run(["status", "--state-dir", state, "-o", "json"], timeout=20)
         check(cat, "control: status", "poolwright status --state-dir S -o json", r)
 
+        cat.note("web: " + "; ".join(seen_states))
+
         # ---- SIGTERM ---------------------------------------------------------
         cat.cases += 1
         ok, took, rc = d.terminate()
@@ -1920,6 +1928,18 @@ def cat_http(args):
                 log(short(d.stderr(), 4000))
         rmtree(base)
     return cat
+
+
+def outage(probes):
+    """(from, to) seconds of the first window in which fresh /healthz probes
+    failed, to the first 200 after it (None when every probe passed)."""
+    start = None
+    for t, ok, took, last in probes:
+        if not ok and start is None:
+            start = t
+        elif ok and start is not None:
+            return start, t + took
+    return (start, None) if start is not None else None
 
 
 def flood_concurrent(port, n, deadline):
@@ -2083,6 +2103,28 @@ KILL_SURGE = 2
 KILL_UNAVAIL = 0
 
 
+def audit_lines(state, since=0):
+    """[(ts, call)] of the simulator's audit after line `since`."""
+    path = os.path.join(state, "sim", "sim.audit.jsonl")
+    out = []
+    try:
+        lines = read_regular(path).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return out
+    for line in lines[since:]:
+        try:
+            v = json.loads(line)
+            out.append((v.get("ts"), v["call"]))
+        except (ValueError, KeyError):
+            out.append((None, line))
+    return out
+
+
+def utc_now():
+    t = time.time()
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
 def audit_calls(state, since=0):
     path = os.path.join(state, "sim", "sim.audit.jsonl")
     calls, bad = [], 0
@@ -2122,8 +2164,10 @@ def kill_trial(n, seed, cat, budget_end):
         set_web_image(cfg, f"img-trial-{n}")
         kills = rng.randint(1, 3)
         extra = ["--retry-after", "2s"]
+        timeline = []
         for k in range(kills):
             daemon = Daemon(cfg, state, grace=10, extra=extra).start()
+            timeline.append(f"start {utc_now()}")
             t = rng.uniform(0.2, 6.0)
             time.sleep(t)
             if not daemon.alive():
@@ -2136,6 +2180,7 @@ def kill_trial(n, seed, cat, budget_end):
                 continue
             mid = os.path.exists(os.path.join(state, "journal", "web.json"))
             daemon.sigkill()
+            timeline.append(f"SIGKILL {utc_now()} (+{t:.2f}s)")
             c = crash_reason(Res(daemon.cmd, 0, False, 0, "", daemon.stderr()))
             if c:
                 cat.fail("crash", case, f"poolwright run (before kill {k + 1})", f"{c}; stderr: {short(daemon.stderr(), 600)}")
@@ -2147,6 +2192,7 @@ def kill_trial(n, seed, cat, budget_end):
                 cat.fail("loss", case, f"SIGKILL {k + 1} at {t:.1f}s", f"fleet file corrupt after the kill: {err}")
         # converge
         daemon = Daemon(cfg, state, grace=10, extra=extra).start()
+        timeline.append(f"final start {utc_now()}")
         end = time.monotonic() + 90
         converged = False
         last = None
@@ -2198,7 +2244,16 @@ def kill_trial(n, seed, cat, budget_end):
         terms = [re.match(r"TerminateNode\(web, ([^,)]+)", c).group(1) for c in calls if c.startswith("TerminateNode(web,")]
         dup = [x for x, k in collections.Counter(terms).items() if k > 1]
         if dup:
-            cat.fail("loss", case, "audit", f"node(s) terminated twice: {dup}")
+            al = audit_lines(state, audit0)
+            same = [x for x in dup if len({ts for ts, c in al if c.startswith(f"TerminateNode(web, {x},")}) == 1]
+            lines = [f"{ts[11:23] if ts else '?'} {c}" for ts, c in al
+                     if any(x in c for x in dup) or not c.startswith(("Cordon", "Uncordon"))]
+            what = (f"node(s) {same} appear terminated twice in the audit, as duplicate lines with identical "
+                    f"timestamps (the fleet shows one termination: the audit record was written twice, consistent "
+                    f"with Sim::open's repair_audit running in the concurrent `plan` without the state lock)"
+                    if same == dup else f"node(s) terminated twice (distinct calls): {dup}")
+            cat.fail("loss", case, "audit (STATE/sim/sim.audit.jsonl)",
+                     f"{what}; timeline (UTC): {', '.join(timeline)}; audit after the image change: {' ; '.join(lines)}")
         wrong = [x for x in terms if x not in old_nodes]
         if wrong:
             cat.fail("loss", case, "audit", f"updated node(s) terminated: {wrong}")
@@ -2244,8 +2299,66 @@ def kill_trial(n, seed, cat, budget_end):
         rmtree(d)
 
 
+def concurrent_plan_case(cat, seconds=60):
+    """`plan` polled back to back while the daemon rolls web again and again
+    (for `seconds`): a read-only command must not write the simulator's audit."""
+    case = "plan polled during rollouts"
+    d = tempfile.mkdtemp(prefix="plan-poll-", dir=TMP_ROOT)
+    daemon = None
+    try:
+        cfg = make_config(os.path.join(d, "config"), speed=40, latencies=True, fast_web=True)
+        state = os.path.join(d, "state")
+        r = run(["apply", cfg, "--state-dir", state, "--auto-approve"], timeout=60)
+        if r.rc != 0:
+            cat.fail("control", case, "apply", r.describe())
+            return
+        time.sleep(1)
+        audit0 = len(read(os.path.join(state, "sim", "sim.audit.jsonl")).splitlines())
+        daemon = Daemon(cfg, state, grace=10, extra=["--retry-after", "2s"]).start()
+        if not daemon.wait_http("/readyz", 200, 60):
+            cat.fail("control", case, "poolwright run", "not ready")
+            return
+        plans = 0
+        t0 = time.monotonic()
+        rollouts = 0
+        while time.monotonic() - t0 < seconds:
+            rollouts += 1
+            set_web_image(cfg, f"img-poll-{rollouts}")
+            t1 = time.monotonic()
+            while time.monotonic() - t0 < seconds:
+                r = run(["plan", cfg, "--state-dir", state, "--detailed-exitcode"], timeout=20)
+                plans += 1
+                check(cat, case, "plan --detailed-exitcode (back to back)", r)
+                if r.rc == 0 and time.monotonic() - t1 > 1:
+                    break
+        ok, took, rc = daemon.terminate()
+        if not ok:
+            cat.fail("hang", case, "SIGTERM poolwright run", "no exit within grace + 5 s")
+        c = daemon.crash()
+        if c:
+            cat.fail("crash", case, "poolwright run", c)
+        daemon = None
+        al = audit_lines(state, audit0)
+        dups = [f"{ts[11:23]} {c}" for (ts, c), k in collections.Counter(al).items() if k > 1]
+        cat.note(f"{case}: {plans} plans during {rollouts} rollouts, {len(al)} audit lines, {len(dups)} duplicated")
+        if dups:
+            cat.fail("loss", case, "poolwright plan (read-only) while `poolwright run` rolls",
+                     f"{len(dups)} audit line(s) of STATE/sim/sim.audit.jsonl written twice with identical "
+                     f"timestamps: {'; '.join(dups[:6])} (a read-only plan writes the audit: Sim::open runs "
+                     f"repair_audit without the state lock, racing the daemon's own append)")
+    finally:
+        if daemon is not None:
+            daemon.sigkill()
+        rmtree(d)
+
+
 def cat_kill9(args):
     cat = Category("kill-9")
+    if not args.case or args.case in "plan polled during rollouts":
+        concurrent_plan_case(cat)
+        cat.cases += 1
+        if args.case:
+            return cat
     t0 = time.monotonic()
     budget_end = t0 + args.kill_budget
     totals = collections.Counter()
@@ -2269,7 +2382,7 @@ def cat_kill9(args):
 
     with ThreadPool(2) as pool:
         list(pool.map(one, range(args.kill_trials)))
-    cat.cases = done[0]
+    cat.cases += done[0]
     cat.note(f"{done[0]} of {args.kill_trials} trials in {time.monotonic() - t0:.0f}s; {totals['kills']} SIGKILLs, "
              f"{totals['mid']} while web's rollout journal existed (mid-rollout); web size {KILL_SIZE}, surge "
              f"{KILL_SURGE}, unavailable {KILL_UNAVAIL}, sim speed 40")

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Extension, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -32,6 +32,9 @@ pub struct HttpState {
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.
     pub tcp: Option<Arc<TcpRules>>,
+    /// A request's body must arrive within this (`--header-timeout`): a
+    /// client announcing a body and sending nothing holds no connection slot.
+    pub body_timeout: Duration,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.
@@ -174,7 +177,7 @@ async fn pause(
     peer: Extension<Peer>,
     pool: Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     control(state, peer, pool, headers, body, ControlAction::Pause).await
 }
@@ -184,7 +187,7 @@ async fn resume(
     peer: Extension<Peer>,
     pool: Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     control(state, peer, pool, headers, body, ControlAction::Resume).await
 }
@@ -200,12 +203,15 @@ struct ControlBody {
 /// The longest reason kept (it goes into logs and events).
 const REASON_LIMIT: usize = 1024;
 
+/// The largest body of a state change read (a reason and braces).
+const BODY_LIMIT: usize = 16 * 1024;
+
 async fn control(
     State(s): State<HttpState>,
     Extension(peer): Extension<Peer>,
     Path(pool): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
     action: ControlAction,
 ) -> Response {
     if let Err(denied) = check_not_cross_site(&headers, s.tcp.as_deref()) {
@@ -224,6 +230,25 @@ async fn control(
         }
         (Peer::Socket { .. }, _) => None,
     };
+    let body =
+        match tokio::time::timeout(s.body_timeout, axum::body::to_bytes(body, BODY_LIMIT)).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(_)) => {
+                return refuse(Denied(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body must be at most {BODY_LIMIT} bytes"),
+                ));
+            }
+            Err(_) => {
+                return refuse(Denied(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not arrive within {}s",
+                        s.body_timeout.as_secs()
+                    ),
+                ));
+            }
+        };
     let body: ControlBody = if body.iter().all(u8::is_ascii_whitespace) {
         ControlBody::default()
     } else {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
 
 use super::access::Peer;
 use crate::reconcile::Stop;
@@ -62,7 +62,7 @@ pub fn connection_budget() -> usize {
 
 /// Accept on `listener` until `stop`, serving `router` on each connection.
 pub async fn serve_tcp(listener: TcpListener, router: Router, limits: Limits, stop: Stop) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Connections::new(limits.max_connections));
     loop {
         let accepted = tokio::select! {
             _ = stop.requested() => return,
@@ -140,7 +140,7 @@ fn group_id(group: &str) -> anyhow::Result<u32> {
 
 /// Accept on the control socket until `stop`.
 pub async fn serve_unix(listener: UnixListener, router: Router, limits: Limits, stop: Stop) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Connections::new(limits.max_connections));
     loop {
         let accepted = tokio::select! {
             _ = stop.requested() => return,
@@ -174,32 +174,107 @@ fn spawn_connection<S>(
     peer: Peer,
     router: &Router,
     limits: Limits,
-    slots: &Arc<Semaphore>,
+    slots: &Arc<Connections>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    // At the cap, the new connection is closed at once (dropped): the ones
-    // open keep being served, and the descriptor is returned immediately.
-    let Ok(slot) = slots.clone().try_acquire_owned() else {
-        return;
-    };
-    let router = router.clone();
-    tokio::spawn(async move {
-        let service = hyper::service::service_fn(move |mut req| {
-            req.extensions_mut().insert(peer.clone());
-            let mut router = router.clone();
-            async move {
-                tower_service::Service::call(&mut router, req.map(axum::body::Body::new)).await
+    let mut open = slots.open.lock().unwrap_or_else(|p| p.into_inner());
+    // At the cap, the connection idle the longest (no request in progress)
+    // makes room: a flood of silent connections cannot keep a prober's
+    // `/healthz` out. When every one is busy, the new one is closed at once.
+    if open.len() >= slots.cap {
+        let idlest = open
+            .iter()
+            .filter(|(_, c)| c.in_flight.load(Ordering::SeqCst) == 0)
+            .min_by_key(|(_, c)| c.idle_since_ms.load(Ordering::SeqCst))
+            .map(|(id, _)| *id);
+        match idlest {
+            Some(id) => {
+                if let Some(c) = open.remove(&id) {
+                    c.task.abort();
+                }
             }
-        });
-        let _ = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
-            .max_buf_size(64 * 1024)
-            .serve_connection(TokioIo::new(stream), service)
-            .await;
-        drop(slot);
+            None => return,
+        }
+    }
+    let id = slots.next.fetch_add(1, Ordering::SeqCst);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let idle_since_ms = Arc::new(AtomicU64::new(slots.now_ms()));
+    let router = router.clone();
+    let task = tokio::spawn({
+        let (slots, in_flight, idle_since_ms) =
+            (slots.clone(), in_flight.clone(), idle_since_ms.clone());
+        async move {
+            let registry = slots.clone();
+            let service = hyper::service::service_fn(move |mut req| {
+                req.extensions_mut().insert(peer.clone());
+                let mut router = router.clone();
+                let (slots, in_flight, idle_since_ms) =
+                    (slots.clone(), in_flight.clone(), idle_since_ms.clone());
+                in_flight.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    let answer =
+                        tower_service::Service::call(&mut router, req.map(axum::body::Body::new))
+                            .await;
+                    idle_since_ms.store(slots.now_ms(), Ordering::SeqCst);
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    answer
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(64 * 1024)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            registry
+                .open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        }
     });
+    // Registered under the lock the task takes to deregister, so it cannot
+    // finish before it is registered.
+    open.insert(
+        id,
+        Open {
+            in_flight,
+            idle_since_ms,
+            task: task.abort_handle(),
+        },
+    );
+}
+
+/// The open connections of one listener, at most `cap`.
+pub struct Connections {
+    cap: usize,
+    next: AtomicU64,
+    origin: std::time::Instant,
+    open: std::sync::Mutex<std::collections::HashMap<u64, Open>>,
+}
+
+struct Open {
+    /// Requests being answered on it.
+    in_flight: Arc<AtomicUsize>,
+    /// Since when it has been without a request (ms since `origin`).
+    idle_since_ms: Arc<AtomicU64>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Connections {
+    fn new(cap: usize) -> Connections {
+        Connections {
+            cap: cap.max(1),
+            next: AtomicU64::new(0),
+            origin: std::time::Instant::now(),
+            open: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 /// Where the control socket lives.

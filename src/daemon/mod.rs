@@ -236,6 +236,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         control: control_tx,
         heartbeat: heartbeat.clone(),
         tcp: None,
+        body_timeout: opts.control.header_timeout,
     };
     let tcp_router = http::router(http::HttpState {
         tcp: Some(Arc::new(access::TcpRules {

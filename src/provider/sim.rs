@@ -140,7 +140,11 @@ impl Sim {
     ) -> anyhow::Result<Sim> {
         let path = state_dir.map(|d| d.join("sim").join(format!("{name}.json")));
         let fleet = match &path {
-            Some(p) if p.exists() => {
+            Some(p) if state_exists(p)? => {
+                // Read the fleet and check the audit as one step against a
+                // process saving and auditing a mutation (a `plan` beside a
+                // running daemon must not see the save without its line).
+                let _held = AuditLock::take(p);
                 let bytes = crate::files::read_regular(p, 256 * 1024 * 1024)
                     .map_err(|e| anyhow::anyhow!("reading simulator state {}: {e}", p.display()))?;
                 let fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
@@ -210,7 +214,10 @@ impl Sim {
             Distribution::Uniform { min, max } => {
                 let (lo, hi) = (min.as_std().as_secs_f64(), max.as_std().as_secs_f64());
                 let u: f64 = rng.random();
-                std::time::Duration::from_secs_f64(lo + (hi - lo).max(0.0) * u)
+                std::time::Duration::try_from_secs_f64(
+                    (lo + (hi - lo).max(0.0) * u).clamp(0.0, 1e9),
+                )
+                .unwrap_or_default()
             }
             Distribution::Lognormal { median, sigma } => {
                 let z: f64 = rng.sample(rand_distr::StandardNormal);
@@ -414,6 +421,7 @@ impl Sim {
         self.converge(&mut fleet, pool, now);
         fleet.audited += 1;
         fleet.last_call = Some((now, call.clone()));
+        let _held = self.path.as_deref().map(AuditLock::take);
         self.save(&fleet)?;
         self.audit(now, &call);
         Ok(out)
@@ -457,7 +465,12 @@ impl Provider for Sim {
             reimage: true,
             describe_batch: usize::MAX,
             // One simulated second, at least 10 ms of real time.
-            poll_interval: std::time::Duration::from_secs_f64((1.0 / self.speed).max(0.01)),
+            // Bounded both ways, whatever the speed: a validated one is 0.001
+            // to 10^6, and no float may reach a Duration it cannot hold.
+            poll_interval: std::time::Duration::try_from_secs_f64(
+                (1.0 / self.speed).clamp(0.01, 3600.0),
+            )
+            .unwrap_or(std::time::Duration::from_secs(1)),
             idempotency_keys: false,
         }
     }
@@ -651,6 +664,63 @@ impl Provider for Sim {
             n.cordoned = false;
             Ok(())
         })
+    }
+}
+
+/// An advisory lock (`flock`) on `NAME.audit.lock` beside the fleet file,
+/// held across saving a mutation and auditing it, and across reading the
+/// fleet and repairing the audit: the two never interleave between processes.
+/// Best effort: without the lock file (a read-only directory) nothing is held.
+struct AuditLock(Option<std::fs::File>);
+
+impl AuditLock {
+    fn take(fleet_file: &Path) -> AuditLock {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(fleet_file.with_extension("audit.lock"))
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+        if let Some(f) = &file {
+            // SAFETY: flock on a descriptor this struct owns.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        }
+        AuditLock(file)
+    }
+}
+
+impl Drop for AuditLock {
+    fn drop(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        if let Some(f) = &self.0 {
+            // SAFETY: as above; closing would release it too.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
+}
+
+/// Whether the fleet file is there to be read. Only a path that does not
+/// exist at all is a new, empty fleet: a dangling link, a `sim` that is not a
+/// directory, or anything unreadable is an error (an empty fleet would plan
+/// every existing pool as new, and the inventory would forget them).
+fn state_exists(path: &Path) -> anyhow::Result<bool> {
+    if let Some(dir) = path.parent()
+        && std::fs::symlink_metadata(dir).is_ok()
+        && !dir.is_dir()
+    {
+        anyhow::bail!(
+            "simulator state directory {} is not a directory (or a link to none)",
+            dir.display()
+        );
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => anyhow::bail!("reading simulator state {}: {e}", path.display()),
     }
 }
 

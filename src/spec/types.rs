@@ -155,7 +155,7 @@ pub struct SimProvider {
     pub seed: u64,
     /// Time multiplier: 10 runs simulated boots and drains ten times faster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.001))]
+    #[schemars(range(min = 0.001, max = 1_000_000.0))]
     pub speed: Option<At<f64>>,
     /// From launch until the machine runs. Default lognormal, median 45s.
     #[serde(default = "SimProvider::default_boot_time")]

@@ -275,11 +275,14 @@ fn check_provider(c: &mut Checker, d: &ProviderDoc) {
     match &d.spec.value {
         ProviderSpec::Sim(sim) => {
             if let Some(speed) = &sim.speed
-                && !(speed.value.is_finite() && speed.value > 0.0)
+                && !(speed.value.is_finite() && (0.001..=1_000_000.0).contains(&speed.value))
             {
                 c.error(
                     speed.pos.or(pos),
-                    format!("speed must be a number above 0, not {}", speed.value),
+                    format!(
+                        "speed must be a number from 0.001 to 1000000, not {:?}",
+                        speed.value
+                    ),
                 );
             }
             check_sim(c, sim, pos);

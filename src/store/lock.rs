@@ -27,13 +27,34 @@ impl StateLock {
             anyhow::anyhow!("creating state directory {}: {e}", state_dir.display())
         })?;
         let path = state_dir.join("lock");
+        // Never through a link (a planted `lock -> /elsewhere` would have the
+        // holder's JSON written over that file), never a FIFO or a device.
+        use std::os::unix::fs::OpenOptionsExt;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    anyhow::anyhow!(
+                        "{} is a symbolic link; the lock file must be a regular file (remove the link)",
+                        path.display()
+                    )
+                } else {
+                    anyhow::anyhow!("opening {}: {e}", path.display())
+                }
+            })?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            anyhow::bail!(
+                "{} is {}, not a regular file (remove it)",
+                path.display(),
+                crate::files::kind_of(&meta)
+            );
+        }
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {

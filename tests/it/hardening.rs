@@ -615,18 +615,38 @@ fn idle_connections_are_closed_and_never_starve_the_journal() {
     let tmp = setup();
     let d = Daemon::start(
         tmp.path(),
-        &["--max-connections", "64", "--header-timeout", "1s"],
+        &["--max-connections", "64", "--header-timeout", "4s"],
     );
     d.wait_for("web in sync", Duration::from_secs(30), in_sync);
     let addr = d.url.trim_start_matches("http://").to_string();
+    let opened = Instant::now();
     let mut idle: Vec<std::net::TcpStream> = (0..300)
         .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
         .collect();
     assert!(idle.len() >= 64);
+    // The cap is full of silent connections: a prober still gets in (the
+    // idlest one makes room), long before any of them times out.
+    let (code, _) = d.get("/healthz");
+    assert_eq!(code, 200);
+    assert!(
+        opened.elapsed() < Duration::from_secs(4),
+        "/healthz waited for the idle connections to time out"
+    );
+    // So does a state change, on the control socket with its own cap.
+    let (code, body) = raw_socket(
+        &d.state.join("control.sock"),
+        &post(
+            "localhost",
+            "/v1/pools/web/pause",
+            &["Content-Type: application/json"],
+            "{}",
+        ),
+    );
+    assert_eq!(code, 409, "nothing to pause yet, but answered: {body}");
     std::fs::write(tmp.path().join("config/web.yaml"), pool("img-2")).unwrap();
     wait_for_journal(tmp.path());
     // Every idle connection is closed by the daemon within the timeout (plus slack).
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(6));
     let mut open = 0;
     for s in &mut idle {
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
@@ -665,4 +685,116 @@ fn the_events_file_rotates_by_size() {
     assert!(size("events.jsonl.1").unwrap() <= 4096);
     assert!(size("events.jsonl.2").is_ok(), "two rotated files kept");
     assert!(size("events.jsonl.3").is_err(), "no more than two kept");
+}
+
+/// Files the red team planted in the state directory: an unreadable fleet is
+/// an error (never an empty fleet that plans every pool anew and makes the
+/// inventory forget them), and a lock file that is a link is not followed.
+#[test]
+fn planted_state_files_are_refused_not_followed_or_taken_as_empty() {
+    let tmp = setup();
+    let apply = ["apply", "config", "--state-dir", "state", "--auto-approve"];
+    let out = cli_within(tmp.path(), &apply, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = tmp.path().join("state");
+    let inventory = std::fs::read_to_string(state.join("inventory.json")).unwrap();
+    let plan = ["plan", "config", "--state-dir", "state"];
+
+    // The fleet file a dangling link, then the fleet directory a file.
+    let fleet = state.join("sim/sim.json");
+    std::fs::rename(&fleet, state.join("fleet.saved")).unwrap();
+    std::os::unix::fs::symlink(state.join("nowhere.json"), &fleet).unwrap();
+    for args in [&plan[..], &apply[..]] {
+        let out = cli_within(tmp.path(), args, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {text}");
+        assert!(text.contains("simulator state"), "{args:?}: {text}");
+        assert!(!text.contains("will be created"), "{args:?}: {text}");
+    }
+    std::fs::remove_file(&fleet).unwrap();
+    std::fs::rename(state.join("sim"), state.join("sim.saved")).unwrap();
+    std::fs::write(state.join("sim"), "not a directory").unwrap();
+    let out = cli_within(tmp.path(), &apply, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is not a directory"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("inventory.json")).unwrap(),
+        inventory,
+        "the inventory still knows every pool"
+    );
+    std::fs::remove_file(state.join("sim")).unwrap();
+    std::fs::rename(state.join("sim.saved"), state.join("sim")).unwrap();
+    std::fs::rename(state.join("fleet.saved"), &fleet).unwrap();
+
+    // The lock file a link to a file outside the state directory.
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    std::fs::remove_file(state.join("lock")).unwrap();
+    std::os::unix::fs::symlink(&victim, state.join("lock")).unwrap();
+    let out = cli_within(tmp.path(), &apply, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
+
+/// Non-regular entries under a YAML name, and links to directories, are
+/// errors: skipping them would make their pools look removed (and prune them).
+#[test]
+fn what_cannot_be_read_is_an_error_never_a_missing_file() {
+    let tmp = setup();
+    let config = tmp.path().join("config");
+    let check = |what: &str, expect: &str| {
+        let out = cli_within(tmp.path(), &["validate", "config"], Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains(expect), "{what}: {err}");
+    };
+    assert!(
+        Command::new("mkfifo")
+            .arg(config.join("cache.yaml"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    check(
+        "a FIFO named cache.yaml",
+        "cache.yaml is a FIFO, not a regular file",
+    );
+    std::fs::remove_file(config.join("cache.yaml")).unwrap();
+    std::fs::create_dir(config.join("cache.yaml")).unwrap();
+    check(
+        "a directory named cache.yaml",
+        "cache.yaml is a directory, not a regular file",
+    );
+    std::fs::remove_dir(config.join("cache.yaml")).unwrap();
+    let elsewhere = tmp.path().join("more-pools");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, config.join("pools")).unwrap();
+    check(
+        "a link to a directory",
+        "pools is a symbolic link to a directory, which is not followed",
+    );
+}
+
+/// A client that announces a body and sends none holds its connection only
+/// until the header timeout.
+#[test]
+fn a_body_that_never_comes_is_answered_408() {
+    let tmp = setup();
+    let d = Daemon::start(tmp.path(), &["--header-timeout", "2s"]);
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync);
+    let started = Instant::now();
+    let (code, body) = raw_socket(
+        &d.state.join("control.sock"),
+        "POST /v1/pools/web/pause HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{",
+    );
+    assert_eq!(code, 408, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(20));
 }
