@@ -147,17 +147,43 @@ pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
                 ));
             }
             files.push(entry.into_path());
-        } else if is_link && entry.path().is_dir() {
+        } else if is_link {
             // Links to directories are not followed (no loops, no reading
-            // outside the tree), and skipping one would drop its pools.
-            return Err(Diagnostic::error(
-                &here,
-                Pos::START,
-                format!(
-                    "{name} is a symbolic link to a directory, which is not followed; \
-                     move the files into the directory, or point poolwright at the link's target"
-                ),
-            ));
+            // outside the tree), and a link to nothing readable is not
+            // skipped either: where a directory of pools was, its pools would
+            // look removed (and prune would delete them).
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.is_file() => {}
+                Ok(m) if m.is_dir() => {
+                    return Err(Diagnostic::error(
+                        &here,
+                        Pos::START,
+                        format!(
+                            "{name} is a symbolic link to a directory, which is not followed; \
+                             move the files into the directory, or point poolwright at the link's target"
+                        ),
+                    ));
+                }
+                Ok(m) => {
+                    return Err(Diagnostic::error(
+                        &here,
+                        Pos::START,
+                        format!(
+                            "{name} is a symbolic link to {}; remove it or point it at a regular file",
+                            crate::files::kind_of(&m)
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Diagnostic::error(
+                        &here,
+                        Pos::START,
+                        format!(
+                            "{name} is a symbolic link that cannot be followed ({e}); remove it"
+                        ),
+                    ));
+                }
+            }
         }
     }
     files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));

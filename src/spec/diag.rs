@@ -60,8 +60,30 @@ impl fmt::Display for Diagnostic {
         write!(
             f,
             "{}:{}:{}: {}: {}",
-            self.file, self.line, self.column, self.severity, self.message
+            Printable(&self.file),
+            self.line,
+            self.column,
+            self.severity,
+            Printable(&self.message)
         )
+    }
+}
+
+/// Text from outside (a file name, a quoted value) shown on a terminal:
+/// control characters are escaped, so a file named with ANSI sequences
+/// cannot rewrite what the reader sees.
+struct Printable<'a>(&'a str);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -92,6 +114,15 @@ pub fn one_of(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_from_outside_are_escaped() {
+        let d = Diagnostic::error("evil\u{1b}[2J.yaml", Pos::START, "bad \u{7}value");
+        assert_eq!(
+            d.to_string(),
+            "evil\\u{1b}[2J.yaml:1:1: error: bad \\u{7}value"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -781,6 +781,18 @@ fn what_cannot_be_read_is_an_error_never_a_missing_file() {
         "a link to a directory",
         "pools is a symbolic link to a directory, which is not followed",
     );
+    std::fs::remove_file(config.join("pools")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", config.join("pools")).unwrap();
+    check(
+        "a link to a device",
+        "pools is a symbolic link to a character device",
+    );
+    std::fs::remove_file(config.join("pools")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("nothing"), config.join("pools")).unwrap();
+    check(
+        "a dangling link",
+        "pools is a symbolic link that cannot be followed",
+    );
 }
 
 /// A client that announces a body and sends none holds its connection only
