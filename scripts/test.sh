@@ -11,6 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v git >/dev/null || { echo "scripts/test.sh: git is required (plan provenance tests)" >&2; exit 1; }
+# openssl makes the certificates of the https / mutual-TLS plug-in test.
+if ! command -v openssl >/dev/null; then
+  echo "== installing openssl (apt)"
+  { apt-get update -qq && apt-get install -y -qq openssl; } >/dev/null \
+    || { echo "scripts/test.sh: openssl is required (the TLS plug-in test) and could not be installed" >&2; exit 1; }
+fi
 
 # moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).
 MOTO_VERSION=5.2.1

@@ -114,6 +114,8 @@ pub fn one_of(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn control_characters_from_outside_are_escaped() {
         let d = Diagnostic::error("evil\u{1b}[2J.yaml", Pos::START, "bad \u{7}value");
@@ -122,8 +124,6 @@ mod tests {
             "evil\\u{1b}[2J.yaml:1:1: error: bad \\u{7}value"
         );
     }
-
-    use super::*;
 
     #[test]
     fn suggestions_only_when_close() {
