@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -243,6 +244,8 @@ impl StatusDoc {
 /// Shared, lock-protected status (short critical sections, never held across await).
 pub struct Board {
     doc: RwLock<StatusDoc>,
+    /// Bumped by every change, so the live feed publishes only after one.
+    version: AtomicU64,
 }
 
 impl Board {
@@ -256,7 +259,13 @@ impl Board {
                 pools: Vec::new(),
                 overrides: Vec::new(),
             }),
+            version: AtomicU64::new(0),
         }
+    }
+
+    /// How many changes the board has seen.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
     }
 
     pub fn snapshot(&self) -> StatusDoc {
@@ -264,7 +273,9 @@ impl Board {
     }
 
     pub fn update<T>(&self, f: impl FnOnce(&mut StatusDoc) -> T) -> T {
-        f(&mut self.doc.write().unwrap_or_else(|p| p.into_inner()))
+        let out = f(&mut self.doc.write().unwrap_or_else(|p| p.into_inner()));
+        self.version.fetch_add(1, Ordering::SeqCst);
+        out
     }
 
     /// Change one pool's entry (created on first sight).
@@ -348,5 +359,24 @@ impl Board {
                 });
             }
         });
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn daemon_info() -> DaemonInfo {
+        DaemonInfo {
+            pid: 1,
+            started_at: Timestamp::UNIX_EPOCH,
+            dir: "pools".into(),
+            state_dir: ".poolwright".into(),
+            mode: "apply".into(),
+            git_committed_only: false,
+            ready: true,
+            stopping: false,
+            ha: None,
+        }
     }
 }

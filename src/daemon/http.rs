@@ -1,12 +1,14 @@
 //! The daemon's HTTP surface (axum). Reads: `/healthz` (liveness: the
 //! reconcile loop turns), `/readyz`, `/metrics` (Prometheus text),
-//! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON). State changes:
+//! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON), and the web
+//! status page (`/`, `/v1/pools/{pool}/page`, `/v1/events/stream`: see
+//! [`super::web`]). State changes:
 //! `POST /v1/pools/{pool}/pause|resume` with a JSON body `{"reason": "..."}`,
 //! served on the control socket, and on TCP only with the bearer token (see
 //! [`super::access`] for who may ask what).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -20,14 +22,19 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::access::{Denied, Peer, TcpRules, check_not_cross_site};
 use super::board::Board;
+use super::feed::Feed;
 use super::metrics::Metrics;
+use super::reconciler::LatestPlan;
 use super::reconciler::{ControlAction, ControlRefusal, ControlRequest};
+use super::web;
 
 #[derive(Clone)]
 pub struct HttpState {
     pub board: Arc<Board>,
     pub metrics: Arc<Metrics>,
-    pub latest_plan: Arc<Mutex<Option<serde_json::Value>>>,
+    pub latest_plan: LatestPlan,
+    /// Numbered events and the live stream (`/v1/events/stream`, the page).
+    pub feed: Arc<Feed>,
     pub control: mpsc::UnboundedSender<ControlRequest>,
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.
@@ -80,6 +87,11 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/status", get(status))
         .route("/v1/plan", get(plan))
+        .route("/", get(web::index))
+        .route("/ui/app.js", get(web::app_js))
+        .route("/ui/app.css", get(web::app_css))
+        .route("/v1/pools/{pool}/page", get(web::pool_page))
+        .route("/v1/events/stream", get(web::events_stream))
         .route("/v1/pools/{pool}/pause", post(pause))
         .route("/v1/pools/{pool}/resume", post(resume))
         .with_state(state);
@@ -167,7 +179,7 @@ async fn plan(State(s): State<HttpState>) -> Response {
         .unwrap_or_else(|p| p.into_inner())
         .clone()
     {
-        Some(p) => axum::Json(p).into_response(),
+        Some(p) => axum::Json(&p.json).into_response(),
         None => (StatusCode::NOT_FOUND, "no plan yet\n").into_response(),
     }
 }

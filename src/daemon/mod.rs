@@ -10,6 +10,7 @@ pub mod access;
 pub mod board;
 pub mod client;
 pub mod decision;
+pub mod feed;
 pub mod ha;
 pub mod http;
 pub mod listen;
@@ -18,6 +19,7 @@ pub mod reconciler;
 pub mod source;
 pub mod systemd;
 pub mod watch;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,6 +128,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         ha: None,
     }));
     let metrics = Arc::new(Metrics::new());
+    let feed = Arc::new(feed::Feed::new());
     let events_path = opts
         .events
         .clone()
@@ -134,8 +137,10 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         EventSink::to_file(&events_path, opts.events_rotation)?.observed_by({
             let board = board.clone();
             let metrics = metrics.clone();
+            let feed = feed.clone();
             move |e| {
                 board.record_event(e);
+                feed.record(e);
                 metrics
                     .events
                     .get_or_create(&metrics::EventLabels {
@@ -201,6 +206,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         board.clone(),
         metrics.clone(),
         events.clone(),
+        feed.clone(),
         done_tx,
         stores,
     )?;
@@ -233,6 +239,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         board: board.clone(),
         metrics: metrics.clone(),
         latest_plan: reconciler.latest_plan.clone(),
+        feed: feed.clone(),
         control: control_tx,
         heartbeat: heartbeat.clone(),
         tcp: None,
@@ -311,6 +318,19 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 }
             }
         })
+    });
+    // Status changes reach the page's live stream within half a second; with
+    // nobody subscribed this costs one atomic load.
+    let publisher = tokio::spawn({
+        let (feed, board) = (feed.clone(), board.clone());
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                feed.publish_board(&board);
+            }
+        }
     });
     // The loop turns at least this often, so an idle daemon stays alive.
     let mut pulse =
@@ -443,6 +463,8 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         );
     }
     drop(leading_tx);
+    publisher.abort();
+    feed.close();
     if let Some(w) = watchdog {
         w.abort();
     }

@@ -60,6 +60,43 @@ pub fn gate(d: &Disruption, now: Timestamp) -> Gate {
     }
 }
 
+/// The stretches of `[from, to)` in which disruptive steps may start, in
+/// order (for the status page's strip of the coming days). Walks the gate
+/// from opening to closing; each step moves forward, and the count of
+/// stretches is bounded, so a pathological policy cannot loop.
+pub fn open_intervals(
+    d: &Disruption,
+    from: Timestamp,
+    to: Timestamp,
+) -> Vec<(Timestamp, Timestamp)> {
+    // A week of the densest windows (a cron every minute) is far more than
+    // a strip can show; stop well before it.
+    const MAX: usize = 1024;
+    let mut out = Vec::new();
+    let mut t = from;
+    while t < to && out.len() < MAX {
+        match gate(d, t) {
+            Gate::Open { closes } => {
+                let end = closes.unwrap_or(to).min(to);
+                if end <= t {
+                    break;
+                }
+                // Adjacent windows merge into one stretch.
+                match out.last_mut() {
+                    Some((_, e)) if *e == t => *e = end,
+                    _ => out.push((t, end)),
+                }
+                t = end;
+            }
+            Gate::Closed { opens, .. } => match opens {
+                Some(o) if o > t => t = o,
+                _ => break,
+            },
+        }
+    }
+    out
+}
+
 fn tz_of(w: &Window) -> TimeZone {
     // Validation rejects unknown zones; UTC keeps this total all the same.
     TimeZone::get(w.timezone.as_str()).unwrap_or(TimeZone::UTC)
@@ -223,6 +260,48 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn open_intervals_of_a_week() {
+        let w = window(&[Weekday::Sat, Weekday::Sun], "02:00", 4, "Europe/Berlin");
+        let d = Disruption {
+            policy: Some(At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow)),
+            windows: vec![At::bare(w)],
+            ..Disruption::default()
+        };
+        let from = ts("2026-12-02T12:00:00Z");
+        let to = ts("2026-12-09T12:00:00Z");
+        assert_eq!(
+            open_intervals(&d, from, to),
+            vec![
+                (ts("2026-12-05T01:00:00Z"), ts("2026-12-05T05:00:00Z")),
+                (ts("2026-12-06T01:00:00Z"), ts("2026-12-06T05:00:00Z")),
+            ]
+        );
+        // Inside a window: the strip starts open, cut at `from`.
+        let inside = ts("2026-12-05T03:00:00Z");
+        assert_eq!(
+            open_intervals(&d, inside, to)[0],
+            (inside, ts("2026-12-05T05:00:00Z"))
+        );
+        assert_eq!(
+            open_intervals(&Disruption::default(), from, to),
+            vec![(from, to)]
+        );
+        let block = Disruption {
+            policy: Some(At::bare(DisruptionPolicy::Block)),
+            ..Disruption::default()
+        };
+        assert!(open_intervals(&block, from, to).is_empty());
+        let freeze = Disruption {
+            until: Some(At::bare("2026-12-04T00:00:00Z".to_string())),
+            ..block
+        };
+        assert_eq!(
+            open_intervals(&freeze, from, to),
+            vec![(ts("2026-12-04T00:00:00Z"), to)]
+        );
     }
 
     #[test]

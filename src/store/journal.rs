@@ -2,11 +2,12 @@
 //! (or, with `run --ha kubernetes`, the daemon that takes the lease over) knows
 //! what was in flight. Two homes: one file per pool under `STATE/journal/`,
 //! replaced atomically (fsync, rename); or one ConfigMap per pool beside the
-//! Lease, written only by the lease holder.
+//! Lease, written only by the lease holder. A third, in memory, serves
+//! forecasts, which run the real executor on a copy of a pool.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::atomic_write;
 use crate::cluster::store::ClusterStore;
@@ -16,6 +17,8 @@ use crate::rollout::RolloutState;
 pub enum Journal {
     Files(PathBuf),
     Cluster(Arc<ClusterStore>),
+    /// Nothing leaves the process (forecasts).
+    Memory(Arc<Mutex<BTreeMap<String, RolloutState>>>),
 }
 
 /// A journal is a few KiB; anything far larger is not one.
@@ -35,6 +38,18 @@ impl Journal {
         Journal::Files(dir.into())
     }
 
+    /// A journal in memory, holding `prior` (a rollout under way) if given.
+    pub fn memory(prior: Option<RolloutState>) -> Self {
+        let map = prior.map(|s| (s.pool.clone(), s)).into_iter().collect();
+        Journal::Memory(Arc::new(Mutex::new(map)))
+    }
+
+    fn held(
+        map: &Mutex<BTreeMap<String, RolloutState>>,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<String, RolloutState>> {
+        map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A journal's file name is derived only from a valid pool name (an RFC
     /// 1123 label): a name from a URL or from a planted file can never become
     /// `../../somewhere`.
@@ -51,7 +66,7 @@ impl Journal {
     /// only while it holds the leader lease. Asked before every side effect.
     pub fn may_act(&self) -> Result<(), String> {
         match self {
-            Journal::Files(_) => Ok(()),
+            Journal::Files(_) | Journal::Memory(_) => Ok(()),
             Journal::Cluster(store) => store.may_act(),
         }
     }
@@ -90,6 +105,7 @@ impl Journal {
                     None => Ok(None),
                 }
             }
+            Journal::Memory(map) => Ok(Self::held(map).get(pool).cloned()),
         }
     }
 
@@ -99,6 +115,10 @@ impl Journal {
                 "refusing to write a rollout journal for {:?}: not a pool name",
                 state.pool
             );
+        }
+        if let Journal::Memory(map) = self {
+            Self::held(map).insert(state.pool.clone(), state.clone());
+            return Ok(());
         }
         let bytes = serde_json::to_vec_pretty(state)?;
         match self {
@@ -114,6 +134,7 @@ impl Journal {
                     .await
                     .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}"))
             }
+            Journal::Memory(_) => unreachable!("saved above"),
         }
     }
 
@@ -128,6 +149,10 @@ impl Journal {
                 .delete(&store.journal_name(pool))
                 .await
                 .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}")),
+            Journal::Memory(map) => {
+                Self::held(map).remove(pool);
+                Ok(())
+            }
         }
     }
 
@@ -187,6 +212,10 @@ impl Journal {
                         .map_err(|e| format!("{e:#}"));
                     (pool, state)
                 })
+                .collect()),
+            Journal::Memory(map) => Ok(Self::held(map)
+                .iter()
+                .map(|(k, v)| (k.clone(), Ok(v.clone())))
                 .collect()),
         }
     }

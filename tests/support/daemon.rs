@@ -42,14 +42,13 @@ impl Daemon {
         let _ = std::fs::remove_file(state.join("daemon.json"));
         let child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
             .current_dir(root)
-            .args([
-                "run",
-                "config",
-                "--state-dir",
-                state_name,
-                "--listen",
-                "127.0.0.1:0",
-            ])
+            .args(["run", "config", "--state-dir", state_name])
+            // Any free port, unless the test names one (to restart on it).
+            .args(if extra.contains(&"--listen") {
+                &[][..]
+            } else {
+                &["--listen", "127.0.0.1:0"][..]
+            })
             .args([
                 "--resync",
                 "1h",

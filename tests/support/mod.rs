@@ -3,6 +3,7 @@
 //! Each binary uses some of them.
 #![allow(dead_code, unused_imports)]
 
+pub mod browser;
 pub mod daemon;
 pub mod fault_proxy;
 pub mod kube;

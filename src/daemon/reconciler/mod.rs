@@ -18,6 +18,7 @@ mod workers;
 
 use super::board::{BlockedStatus, Board, LastError, PoolState};
 use super::decision::{self, PoolAction, PoolFacts};
+use super::feed::Feed;
 use super::metrics::{Metrics, ReconcileLabels};
 use super::source::ConfigSource;
 use crate::clock::Clock;
@@ -148,6 +149,16 @@ struct InForce {
     revision: Option<Revision>,
 }
 
+/// The latest plan and what it was made from (`/v1/plan`, the web page).
+pub struct Latest {
+    pub json: serde_json::Value,
+    pub plan: Plan,
+    pub source: Source,
+    pub config: Arc<Config>,
+}
+
+pub type LatestPlan = Arc<Mutex<Option<Arc<Latest>>>>;
+
 struct Worker {
     key: String,
     provider: String,
@@ -162,6 +173,8 @@ pub struct Reconciler {
     pub board: Arc<Board>,
     pub metrics: Arc<Metrics>,
     pub events: Arc<EventSink>,
+    /// What the web page draws: each pool's nodes as last observed.
+    pub feed: Arc<Feed>,
     journal: Arc<Journal>,
     inventory: Arc<Mutex<Inventory>>,
     inventory_store: Arc<InventoryStore>,
@@ -190,8 +203,8 @@ pub struct Reconciler {
     semaphore: Arc<Semaphore>,
     done_tx: mpsc::UnboundedSender<Done>,
     last_logged_plan: Option<String>,
-    /// The latest plan, for `/v1/plan`.
-    pub latest_plan: Arc<Mutex<Option<serde_json::Value>>>,
+    /// The latest plan, for `/v1/plan` and the web page.
+    pub latest_plan: LatestPlan,
     /// Earliest instant something becomes due (a window opens, a retry).
     wake_at: Option<Timestamp>,
 }
@@ -206,6 +219,7 @@ impl Reconciler {
         board: Arc<Board>,
         metrics: Arc<Metrics>,
         events: Arc<EventSink>,
+        feed: Arc<Feed>,
         done_tx: mpsc::UnboundedSender<Done>,
         stores: Stores,
     ) -> anyhow::Result<Reconciler> {
@@ -223,6 +237,7 @@ impl Reconciler {
             board,
             metrics,
             events,
+            feed,
             inventory: Arc::new(Mutex::new(stores.inventory)),
             in_force: None,
             head: None,
@@ -333,7 +348,7 @@ impl Reconciler {
                 override_disruption: false,
             },
         );
-        self.export_plan(&plan, revision.as_ref());
+        self.export_plan(&plan, revision.as_ref(), &config);
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
         self.record_nodes(&observed);
@@ -359,6 +374,7 @@ impl Reconciler {
                 .get(name)
                 .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
                 .unwrap_or_else(|| pool.template.hash());
+            self.feed.observed(pool, target);
             self.board.observed(
                 name,
                 crate::reconcile::Counts::of(pool, target),
@@ -399,13 +415,18 @@ impl Reconciler {
     }
 
     /// Dry-run exports what it would do; every mode keeps the latest plan for `/v1/plan`.
-    fn export_plan(&mut self, plan: &Plan, revision: Option<&Revision>) {
+    fn export_plan(&mut self, plan: &Plan, revision: Option<&Revision>, config: &Arc<Config>) {
         let source = Source {
             dir: self.source.dir().display().to_string(),
             revision: revision.cloned(),
         };
         let json = plan::render::render_json(plan, &source);
-        *self.latest_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(json);
+        *self.latest_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(Latest {
+            json,
+            plan: plan.clone(),
+            source: source.clone(),
+            config: config.clone(),
+        }));
         if self.settings.dry_run && plan.has_changes() {
             let text = render_text(plan, &source, Style { color: false });
             if self.last_logged_plan.as_deref() != Some(text.as_str()) {

@@ -1,0 +1,297 @@
+//! The live feed behind the web page and `/v1/events/stream`: every rollout
+//! event numbered (`seq`), each pool's recent events kept in a bounded ring
+//! (the page's timeline and capacity chart are drawn from them), and one
+//! broadcast of what changed (rollout events, pool status, config status) to
+//! the Server-Sent Events subscribers.
+//!
+//! A slow subscriber never slows the daemon: the broadcast is bounded and a
+//! subscriber that falls behind is cut off (its browser reconnects and reloads
+//! the view, so it misses nothing it shows).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use tokio::sync::{broadcast, watch};
+
+use super::board::Board;
+use crate::model::{NodeState, ObservedPool, TemplateHash};
+use crate::reconcile::Event;
+
+/// Events kept per pool: a 1,000-node roll makes about six per node, and the
+/// page draws the most recent nodes, so a few thousand cover what it shows.
+pub const EVENTS_PER_POOL: usize = 4096;
+
+/// Messages a subscriber may fall behind by before it is cut off.
+const BACKLOG: usize = 4096;
+
+/// One event with its place in the feed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stamped {
+    /// Increases with every event this daemon emits (from 1).
+    pub seq: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// A node as the page draws it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageNode {
+    pub id: String,
+    /// `pending`, `healthy`, `unhealthy` or `terminating`.
+    pub state: &'static str,
+    /// On the pool's desired template.
+    pub updated: bool,
+    pub cordoned: bool,
+    pub launched_at: jiff::Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<jiff::Timestamp>,
+}
+
+/// One message of the stream: its SSE event name, the pool it concerns (for
+/// `?pool=` filtering) and its JSON, serialized once for every subscriber.
+#[derive(Clone, Debug)]
+pub struct Message {
+    pub name: &'static str,
+    pub pool: Option<String>,
+    pub data: Arc<str>,
+}
+
+pub struct Feed {
+    seq: AtomicU64,
+    recent: Mutex<HashMap<String, VecDeque<Stamped>>>,
+    /// Each pool's nodes as last observed (the page's timeline shows the
+    /// nodes that had no event lately too).
+    nodes: Mutex<HashMap<String, Arc<Vec<PageNode>>>>,
+    tx: broadcast::Sender<Message>,
+    /// Set when the daemon stops: every stream ends cleanly (a browser sees
+    /// the end of the response, not a cut connection, and reconnects).
+    closed: watch::Sender<bool>,
+    /// What was last published of the board (pool JSON by name, config JSON,
+    /// the board's version), so only changes go out.
+    published: Mutex<Published>,
+}
+
+#[derive(Default)]
+struct Published {
+    version: u64,
+    pools: HashMap<String, Arc<str>>,
+    config: Option<Arc<str>>,
+}
+
+impl Default for Feed {
+    fn default() -> Self {
+        Feed::new()
+    }
+}
+
+impl Feed {
+    pub fn new() -> Feed {
+        Feed {
+            seq: AtomicU64::new(0),
+            recent: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(HashMap::new()),
+            tx: broadcast::channel(BACKLOG).0,
+            closed: watch::channel(false).0,
+            published: Mutex::new(Published::default()),
+        }
+    }
+
+    /// Number an event, keep it in its pool's ring and send it to subscribers.
+    pub fn record(&self, event: &Event) {
+        let stamped = Stamped {
+            seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
+            event: event.clone(),
+        };
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            let ring = recent.entry(event.pool.clone()).or_default();
+            if ring.len() == EVENTS_PER_POOL {
+                ring.pop_front();
+            }
+            ring.push_back(stamped.clone());
+        }
+        if self.tx.receiver_count() > 0 {
+            let data = json_of(&stamped);
+            let _ = self.tx.send(Message {
+                name: "rollout",
+                pool: Some(event.pool.clone()),
+                data: data.into(),
+            });
+        }
+    }
+
+    /// A pool's recent events, oldest first.
+    pub fn recent(&self, pool: &str) -> Vec<Stamped> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(pool)
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// What an observation of `pool` found.
+    pub fn observed(&self, pool: &ObservedPool, target: TemplateHash) {
+        let nodes = pool
+            .nodes
+            .iter()
+            .map(|n| PageNode {
+                id: n.id.clone(),
+                state: match n.state {
+                    NodeState::Pending => "pending",
+                    NodeState::Healthy => "healthy",
+                    NodeState::Unhealthy => "unhealthy",
+                    NodeState::Terminating => "terminating",
+                },
+                updated: n.template == target,
+                cordoned: n.cordoned,
+                launched_at: n.launched_at,
+                healthy_since: n.healthy_since,
+            })
+            .collect();
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pool.name.clone(), Arc::new(nodes));
+    }
+
+    /// A pool's nodes as last observed.
+    pub fn nodes(&self, pool: &str) -> Arc<Vec<PageNode>> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(pool)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Forget pools that are no longer known.
+    pub fn retain_pools(&self, keep: impl Fn(&str) -> bool) {
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|name, _| keep(name));
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|name, _| keep(name));
+    }
+
+    /// The messages from now on, and the signal that the feed closed.
+    pub fn subscribe(&self) -> (broadcast::Receiver<Message>, watch::Receiver<bool>) {
+        (self.tx.subscribe(), self.closed.subscribe())
+    }
+
+    /// End every stream (the daemon is stopping).
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    /// Send what changed on the board since the last call (pool statuses,
+    /// the config status). Nothing is done while nobody listens, or when the
+    /// board has not changed.
+    pub fn publish_board(&self, board: &Board) {
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
+        let version = board.version();
+        let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        if published.version == version && version != 0 {
+            return;
+        }
+        let doc = board.snapshot();
+        published.version = version;
+        let mut seen = HashMap::with_capacity(doc.pools.len());
+        for pool in &doc.pools {
+            let json: Arc<str> = json_of(pool).into();
+            if published.pools.get(&pool.name) != Some(&json) {
+                let _ = self.tx.send(Message {
+                    name: "pool",
+                    pool: Some(pool.name.clone()),
+                    data: json.clone(),
+                });
+            }
+            seen.insert(pool.name.clone(), json);
+        }
+        published.pools = seen;
+        let config: Arc<str> = json_of(&doc.config).into();
+        if published.config.as_ref() != Some(&config) {
+            let _ = self.tx.send(Message {
+                name: "config",
+                pool: None,
+                data: config.clone(),
+            });
+            published.config = Some(config);
+        }
+        drop(published);
+        self.retain_pools(|name| doc.pools.iter().any(|p| p.name == name));
+    }
+}
+
+fn json_of<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventKind;
+
+    fn event(pool: &str) -> Event {
+        Event {
+            ts: jiff::Timestamp::UNIX_EPOCH,
+            pool: pool.into(),
+            event: EventKind::NodeHealthy,
+            node: Some("n1".into()),
+            counts: None,
+            message: "healthy".into(),
+            revision: None,
+        }
+    }
+
+    #[test]
+    fn events_are_numbered_in_order_and_kept_per_pool_within_bounds() {
+        let feed = Feed::new();
+        for _ in 0..EVENTS_PER_POOL + 10 {
+            feed.record(&event("web"));
+        }
+        feed.record(&event("db"));
+        let web = feed.recent("web");
+        assert_eq!(web.len(), EVENTS_PER_POOL);
+        assert_eq!(web[0].seq, 11, "the oldest ten were dropped");
+        assert!(web.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert_eq!(feed.recent("db")[0].seq, EVENTS_PER_POOL as u64 + 11);
+        let json = serde_json::to_value(&web[0]).unwrap();
+        assert_eq!(json["seq"], 11);
+        assert_eq!(json["pool"], "web");
+        assert_eq!(json["event"], "node_healthy");
+    }
+
+    #[tokio::test]
+    async fn subscribers_get_rollout_events_and_only_changed_pools() {
+        let feed = Feed::new();
+        let board = Board::new(crate::daemon::board::tests::daemon_info());
+        board.pool("web", "sim", |p| p.message = "one".into());
+        let (mut rx, _closed) = feed.subscribe();
+        feed.publish_board(&board);
+        let first = rx.recv().await.unwrap();
+        assert_eq!((first.name, first.pool.as_deref()), ("pool", Some("web")));
+        assert_eq!(rx.recv().await.unwrap().name, "config");
+        // Unchanged: nothing more.
+        feed.publish_board(&board);
+        feed.record(&event("web"));
+        let m = rx.recv().await.unwrap();
+        assert_eq!(m.name, "rollout");
+        assert!(m.data.contains("\"seq\":1"));
+        board.pool("web", "sim", |p| p.message = "two".into());
+        feed.publish_board(&board);
+        let m = rx.recv().await.unwrap();
+        assert_eq!(m.name, "pool");
+        assert!(m.data.contains("two"));
+        assert!(rx.try_recv().is_err(), "the config did not change");
+    }
+}

@@ -1,0 +1,808 @@
+"use strict";
+// poolwright status page. No framework, no innerHTML: every dynamic string goes
+// through textContent / setAttribute (pool names, messages and paths are untrusted).
+(() => {
+  const SVGNS = "http://www.w3.org/2000/svg";
+  const STATES = ["in-sync", "applying", "blocked", "paused", "degraded", "pending", "left-alone", "error"];
+  const PAGE_SIZE = 100, MAX_EVENTS = 1000, MAX_NODES = 200, FRAME_MS = 250;
+  const $ = (id) => document.getElementById(id);
+  const nf = new Intl.NumberFormat("en");
+  const collator = new Intl.Collator("en", { numeric: true });
+
+  // ---- DOM helpers -------------------------------------------------------
+  function setAttrs(e, attrs) {
+    if (!attrs) return;
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v == null || v === false) continue;
+      if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : String(v));
+    }
+  }
+  function add(e, kids) {
+    for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
+    return e;
+  }
+  const h = (tag, attrs, ...kids) => { const e = document.createElement(tag); setAttrs(e, attrs); return add(e, kids); };
+  const s = (tag, attrs, ...kids) => { const e = document.createElementNS(SVGNS, tag); setAttrs(e, attrs); return add(e, kids); };
+  const fill = (e, ...kids) => { e.replaceChildren(); return add(e, kids); };
+  const kv = (dl, label, ...value) => dl.append(h("dt", null, label), h("dd", null, ...value));
+  const mono = (t) => h("code", null, t);
+  const trunc = (t, n) => (t.length > n ? t.slice(0, n - 1) + "…" : t);
+  const badge = (state) => h("span", { class: "badge st-" + (STATES.includes(state) ? state : "other") }, state || "unknown");
+
+  // ---- time formatting ---------------------------------------------------
+  const ms = (t) => (t ? Date.parse(t) : NaN);
+  const fmtCache = new Map();
+  function tzOk(tz) {
+    if (!tz) return undefined;
+    try { new Intl.DateTimeFormat("en", { timeZone: tz }); return tz; } catch (_) { return "UTC"; }
+  }
+  function dtf(tz, key, opts) {
+    const k = (tz || "") + "|" + key;
+    let f = fmtCache.get(k);
+    if (!f) {
+      try { f = new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: tz || undefined }); }
+      catch (_) { f = new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: "UTC" }); }
+      fmtCache.set(k, f);
+    }
+    return f;
+  }
+  const FULL = { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+  const fmtFull = (v, tz) => (isNaN(v) ? "—" : dtf(tz, "full", FULL).format(v));
+  const fmtTs = (t, tz) => fmtFull(ms(t), tz);
+  const fmtClock = (v, tz, sec) => dtf(tz, sec ? "hms" : "hm", { hour: "2-digit", minute: "2-digit", second: sec ? "2-digit" : undefined, hourCycle: "h23" }).format(v);
+  const fmtDay = (v, tz) => dtf(tz, "day", { weekday: "short", day: "numeric", month: "short" }).format(v);
+  const dayKey = (v, tz) => dtf(tz, "key", { year: "numeric", month: "2-digit", day: "2-digit" }).format(v);
+  function human(sec) {
+    sec = Math.max(0, Math.round(sec));
+    if (sec < 60) return sec + " s";
+    if (sec < 3600) return Math.round(sec / 60) + " min";
+    const hrs = Math.floor(sec / 3600), min = Math.round((sec % 3600) / 60);
+    if (hrs < 48) return hrs + " h" + (min ? " " + min + " min" : "");
+    return Math.floor(sec / 86400) + " d " + Math.round((sec % 86400) / 3600) + " h";
+  }
+  function ago(t) {
+    const v = ms(t);
+    if (isNaN(v)) return "—";
+    const d = (Date.now() - v) / 1000;
+    return d >= 0 ? human(d) + " ago" : "in " + human(-d);
+  }
+  const when = (t, tz) => h("time", { datetime: t, title: t }, fmtTs(t, tz), " (", ago(t), ")");
+
+  // ---- state --------------------------------------------------------------
+  const S = {
+    status: null, pools: new Map(), names: [], lower: new Map(), filter: "", stateFilter: null, page: 0,
+    rowEls: new Map(), route: { view: "none" }, doc: null, seqs: new Set(), early: [], loadGen: 0,
+    es: null, esUrl: null, hadError: false, dirty: new Set(), fullDirty: false, pending: false, lastDraw: 0,
+    refetchTimer: 0,
+  };
+
+  async function getJSON(url) {
+    const r = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
+    if (!r.ok) {
+      const text = await r.text().catch(() => "");
+      const e = new Error(text.trim() || r.status + " " + r.statusText);
+      e.status = r.status;
+      throw e;
+    }
+    return r.json();
+  }
+  function showMsg(text) { const m = $("msg"); m.textContent = text || ""; m.hidden = !text; }
+  function parse(data) { try { return JSON.parse(data); } catch (_) { return null; } }
+
+  // ---- routing -------------------------------------------------------------
+  function parseRoute() {
+    const hs = location.hash;
+    if (hs.startsWith("#/pool/")) {
+      let name = hs.slice(7);
+      try { name = decodeURIComponent(name); } catch (_) { /* keep raw */ }
+      return { view: "pool", name };
+    }
+    return { view: "overview" };
+  }
+  function onRoute() {
+    const hs = location.hash;
+    if (hs && hs !== "#" && !hs.startsWith("#/")) return; // in-page anchors
+    const r = parseRoute();
+    S.route = r;
+    showMsg("");
+    if (r.view === "pool") showPool(r.name); else showOverview();
+  }
+  const poolHref = (name) => "#/pool/" + encodeURIComponent(name);
+
+  // ---- live updates ----------------------------------------------------------
+  function setLive(ok) {
+    const l = $("live");
+    l.textContent = ok ? "live" : "reconnecting…";
+    l.className = "live " + (ok ? "ok" : "bad");
+  }
+  function connect(url, hadError) {
+    if (S.es && S.esUrl === url) return;
+    if (S.es) S.es.close();
+    S.esUrl = url;
+    S.hadError = !!hadError;
+    const es = new EventSource(url);
+    S.es = es;
+    es.onopen = () => {
+      setLive(true);
+      if (S.hadError) { S.hadError = false; refetch(); }
+    };
+    es.onerror = () => {
+      if (S.es !== es) return;
+      setLive(false);
+      S.hadError = true;
+      if (es.readyState === EventSource.CLOSED) {
+        // The browser gave up (e.g. a non-stream answer): retry once after a pause.
+        setTimeout(() => { if (S.es === es) { S.es = null; connect(url, true); } }, 5000);
+      }
+    };
+    es.addEventListener("rollout", (m) => onRollout(parse(m.data)));
+    es.addEventListener("pool", (m) => onPoolStatus(parse(m.data)));
+    es.addEventListener("config", (m) => onConfig(parse(m.data)));
+  }
+  function refetch() {
+    if (S.route.view === "pool") loadPool(S.route.name, true); else loadStatus();
+  }
+
+  function schedule() {
+    if (S.pending) return;
+    S.pending = true;
+    const wait = Math.max(0, FRAME_MS - (performance.now() - S.lastDraw));
+    setTimeout(() => requestAnimationFrame(flush), wait);
+  }
+  function flush() {
+    S.pending = false;
+    S.lastDraw = performance.now();
+    const d = S.dirty;
+    if (S.route.view === "overview" && S.status) {
+      if (d.has("header")) renderDaemon();
+      if (S.fullDirty) { renderSummary(); renderTable(); }
+      else {
+        for (const k of d) {
+          if (!k.startsWith("row:")) continue;
+          const name = k.slice(4), old = S.rowEls.get(name), p = S.pools.get(name);
+          if (old && p) patchRow(old, p);
+        }
+      }
+    } else if (S.route.view === "pool" && S.doc) {
+      if (d.has("header")) renderDaemon();
+      if (d.has("head")) renderPoolHead();
+      if (d.has("events")) { renderCharts(); renderEvents(); }
+    }
+    d.clear();
+    S.fullDirty = false;
+  }
+
+  function onPoolStatus(p) {
+    if (!p || typeof p.name !== "string") return;
+    const old = S.pools.get(p.name);
+    S.pools.set(p.name, p);
+    if (!old) {
+      let lo = 0, hi = S.names.length;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (S.names[mid] < p.name) lo = mid + 1; else hi = mid; }
+      S.names.splice(lo, 0, p.name);
+      S.lower.set(p.name, p.name.toLowerCase());
+      S.fullDirty = true;
+    } else if (old.state !== p.state) S.fullDirty = true;
+    else S.dirty.add("row:" + p.name);
+    if (S.route.view === "pool" && S.doc && p.name === S.route.name) {
+      const rev = S.doc.pool && S.doc.pool.revision;
+      S.doc.pool = p;
+      S.dirty.add("head");
+      if (rev !== p.revision) refetchSoon();
+    }
+    schedule();
+  }
+  function onConfig(c) {
+    if (!c || typeof c !== "object") return;
+    const prev = S.status && S.status.config;
+    // A reload can add or remove pools or change bounds: re-read the current view once.
+    if (prev && (prev.lastLoadAt !== c.lastLoadAt || JSON.stringify(prev.revision) !== JSON.stringify(c.revision))) refetchSoon();
+    if (S.status) S.status.config = c; else S.status = { config: c, pools: [], stub: true };
+    if (S.route.view === "overview") renderConfig();
+    S.dirty.add("header");
+    S.fullDirty = S.route.view === "overview";
+    schedule();
+  }
+  function onRollout(e) {
+    if (!e || S.route.view !== "pool" || e.pool !== S.route.name) return;
+    // While the document loads (first time or again), events wait and are
+    // merged into the new one by seq; the buffer is bounded.
+    if (!S.doc || S.loading) { if (S.early.length < MAX_EVENTS) S.early.push(e); return; }
+    if (!addEvent(e)) return;
+    S.dirty.add("events");
+    if (e.event === "rollout_started" || e.event === "rollout_completed") refetchSoon();
+    schedule();
+  }
+  function addEvent(e) {
+    if (e.seq != null) { if (S.seqs.has(e.seq)) return false; S.seqs.add(e.seq); }
+    const ev = S.doc.events;
+    ev.push(e);
+    if (ev.length > 1 && ev[ev.length - 2].seq > e.seq) ev.sort((a, b) => a.seq - b.seq);
+    while (ev.length > MAX_EVENTS) S.seqs.delete(ev.shift().seq);
+    return true;
+  }
+  function refetchSoon() {
+    clearTimeout(S.refetchTimer);
+    S.refetchTimer = setTimeout(refetch, 1000);
+  }
+
+  // ---- header (both views) -------------------------------------------------------
+  function shortRev(r) {
+    if (!r) return "—";
+    return (r.branch ? r.branch + "@" : "") + (r.commit || "").slice(0, 7) + (r.dirty ? " (dirty)" : "");
+  }
+  function renderDaemon() {
+    const el = $("daemon");
+    fill(el);
+    const st = S.status;
+    if (!st) return;
+    const d = st.daemon, c = st.config;
+    const bits = [];
+    if (d) {
+      bits.push(h("span", { class: "tag " + (d.mode === "apply" ? "t-apply" : "t-dry") }, d.mode || "?"));
+      if (d.stopping) bits.push(h("span", { class: "tag t-bad" }, "stopping"));
+      else bits.push(h("span", { class: "tag " + (d.ready ? "t-ok" : "t-bad") }, d.ready ? "ready" : "not ready"));
+      if (d.ha) bits.push(h("span", { class: "tag" }, "HA " + (d.ha.role || (d.ha.leader ? "leader" : "follower")) + (d.ha.leader ? "" : d.ha.holder ? " (leader " + d.ha.holder + ")" : "")));
+    }
+    if (c && c.revision) bits.push(h("span", { class: "rev", title: c.revision.subject || "" }, mono(shortRev(c.revision)), " ", trunc(c.revision.subject || "", 60)));
+    if (c && c.valid === false) bits.push(h("span", { class: "tag t-bad" }, "config invalid"));
+    const r = st.reconcile;
+    if (r) bits.push(h("span", { class: "muted" }, "reconcile #" + nf.format(r.count || 0) + (r.lastTrigger ? " (" + r.lastTrigger + ", " + ago(r.lastFinishedAt || r.lastStartedAt) + ")" : "")));
+    add(el, bits);
+  }
+
+  // ---- overview -----------------------------------------------------------------
+  function showOverview() {
+    $("view-pool").hidden = true;
+    $("view-pool").replaceChildren();
+    $("view-overview").hidden = false;
+    document.title = "poolwright";
+    S.doc = null;
+    connect("/v1/events/stream");
+    if (S.status && !S.status.stub) renderOverview();
+    loadStatus();
+  }
+  async function loadStatus() {
+    const gen = ++S.loadGen;
+    try {
+      const doc = await getJSON("/v1/status");
+      if (gen !== S.loadGen) return;
+      setStatus(doc);
+      if (S.route.view === "overview") {
+        const t0 = performance.now();
+        renderOverview();
+        if (window.__renderMs == null) { window.__renderMs = performance.now() - t0; window.__firstRowsAt = performance.now(); }
+      } else renderDaemon();
+    } catch (e) {
+      if (gen === S.loadGen && S.route.view === "overview") showMsg("Could not load status: " + e.message);
+    }
+  }
+  function setStatus(doc) {
+    S.status = doc;
+    S.pools = new Map();
+    S.lower = new Map();
+    for (const p of doc.pools || []) { S.pools.set(p.name, p); S.lower.set(p.name, p.name.toLowerCase()); }
+    S.names = [...S.pools.keys()].sort();
+  }
+  function renderOverview() {
+    showMsg("");
+    renderDaemon();
+    renderDaemonInfo();
+    renderConfig();
+    renderSummary();
+    renderTable();
+  }
+  function renderDaemonInfo() {
+    const dl = $("daemon-info"), st = S.status, d = st.daemon || {}, r = st.reconcile || {};
+    dl.replaceChildren();
+    kv(dl, "mode", d.mode || "—", d.gitCommittedOnly ? " (git committed files only)" : "");
+    kv(dl, "state", d.stopping ? "stopping" : d.ready ? "ready" : "not ready");
+    if (d.ha) kv(dl, "HA", (d.ha.role || "") + " — lease ", mono(d.ha.lease || "?"), ", me ", mono(d.ha.identity || "?"), ", holder ", mono(d.ha.holder || "none"));
+    kv(dl, "pid", String(d.pid ?? "—"));
+    kv(dl, "started", d.startedAt ? when(d.startedAt) : "—");
+    kv(dl, "pools dir", mono(d.dir || "—"));
+    kv(dl, "state dir", mono(d.stateDir || "—"));
+    kv(dl, "reconciles", nf.format(r.count || 0), r.lastTrigger ? ", last trigger " + r.lastTrigger : "");
+    kv(dl, "last finished", r.lastFinishedAt ? when(r.lastFinishedAt) : "—");
+    kv(dl, "next resync", r.nextResyncAt ? when(r.nextResyncAt) : "—");
+    if (r.error) kv(dl, "reconcile error", h("span", { class: "err mono" }, r.error));
+    const ov = st.overrides || [];
+    if (ov.length) kv(dl, "overrides", h("details", null, h("summary", null, ov.length + " active"), h("pre", null, ov.map((o) => JSON.stringify(o)).join("\n"))));
+  }
+  function renderConfig() {
+    const c = (S.status && S.status.config) || {};
+    const dl = $("config-info");
+    dl.replaceChildren();
+    kv(dl, "valid", h("span", { class: "tag " + (c.valid === false ? "t-bad" : "t-ok") }, c.valid === false ? "no" : "yes"));
+    if (c.revision) kv(dl, "revision", mono(shortRev(c.revision)), " ", c.revision.subject || "");
+    if (c.rejectedRevision) kv(dl, "rejected", h("span", { class: "err" }, mono(shortRev(c.rejectedRevision)), " ", c.rejectedRevision.subject || ""));
+    kv(dl, "in force since", c.inForceSince ? when(c.inForceSince) : "—");
+    kv(dl, "last load", c.lastLoadAt ? when(c.lastLoadAt) : "—");
+    const ul = $("config-errors"), errs = c.errors || [];
+    ul.replaceChildren(...errs.map((e) => h("li", null, String(e))));
+    ul.hidden = errs.length === 0;
+  }
+  function renderSummary() {
+    const box = $("state-summary");
+    const counts = new Map();
+    for (const p of S.pools.values()) counts.set(p.state, (counts.get(p.state) || 0) + 1);
+    const states = [null, ...STATES, ...[...counts.keys()].filter((k) => !STATES.includes(k))];
+    if (box.childElementCount !== states.length) {
+      box.replaceChildren(...states.map((st) => h("button", {
+        type: "button", class: "sum", "data-state": st ?? "all",
+        onclick: () => { S.stateFilter = S.stateFilter === st || st === null ? null : st; S.page = 0; renderSummary(); renderTable(); },
+      })));
+    }
+    [...box.children].forEach((b, i) => {
+      const st = states[i];
+      const n = st === null ? S.pools.size : counts.get(st) || 0;
+      fill(b, st === null ? "all" : badge(st), " ", h("span", { class: "n" }, nf.format(n)));
+      b.setAttribute("aria-pressed", String(S.stateFilter === st));
+      b.classList.toggle("zero", n === 0 && st !== null);
+    });
+  }
+  function filtered() {
+    const f = S.filter.toLowerCase(), sf = S.stateFilter, out = [];
+    for (const n of S.names) {
+      const p = S.pools.get(n);
+      if (sf && p.state !== sf) continue;
+      if (f && !S.lower.get(n).includes(f)) continue;
+      out.push(p);
+    }
+    return out;
+  }
+  function renderTable() {
+    const list = filtered();
+    const pages = Math.max(1, Math.ceil(list.length / PAGE_SIZE));
+    S.page = Math.min(Math.max(0, S.page), pages - 1);
+    const slice = list.slice(S.page * PAGE_SIZE, (S.page + 1) * PAGE_SIZE);
+    // Reuse rows already on screen (patched in place) so that links under the pointer stay put.
+    const tb = $("pools").tBodies[0], old = S.rowEls, trs = [];
+    S.rowEls = new Map();
+    for (const p of slice) {
+      let tr = old.get(p.name);
+      if (tr) patchRow(tr, p); else tr = poolRow(p);
+      S.rowEls.set(p.name, tr);
+      trs.push(tr);
+    }
+    if (!slice.length) trs.push(h("tr", null, h("td", { colspan: 6, class: "muted" }, S.pools.size ? "no pool matches the filter" : "no pools configured")));
+    const cur = tb.children;
+    if (cur.length !== trs.length || trs.some((tr, i) => cur[i] !== tr)) tb.replaceChildren(...trs);
+    const filt = S.filter || S.stateFilter;
+    $("page-info").textContent = "page " + (S.page + 1) + " of " + pages + " (" + nf.format(list.length) + " pool" + (list.length === 1 ? "" : "s") +
+      (filt ? " matching, of " + nf.format(S.pools.size) : "") + ")";
+    $("prev").disabled = S.page === 0;
+    $("next").disabled = S.page >= pages - 1;
+  }
+  function revCell(rev) {
+    if (!rev) return "—";
+    const c = S.status && S.status.config && S.status.config.revision;
+    const sha = rev.slice(rev.lastIndexOf("@") + 1);
+    const subj = c && sha.length >= 4 && (c.commit || "").startsWith(sha) ? c.subject : "";
+    return [mono(rev), subj ? " " : null, subj ? h("span", { class: "sub", title: subj }, trunc(subj, 50)) : null];
+  }
+  function progress(r) {
+    if (!r) return "—";
+    const want = r.desired || 0;
+    return [
+      h("span", null, r.updated + "/" + want + " updated, " + r.available + " available"),
+      h("progress", { max: Math.max(1, want), value: Math.min(r.updated || 0, want), "aria-label": "updated " + r.updated + " of " + want }),
+    ];
+  }
+  function blockedText(b) {
+    if (!b) return null;
+    return [b.reason || "blocked", b.until ? [" until ", h("time", { datetime: b.until }, fmtTs(b.until, tzOk(b.timezone)))] : null];
+  }
+  function patchRow(tr, p) {
+    const fresh = poolRow(p);
+    tr.setAttribute("data-state", p.state);
+    const cells = [...fresh.cells];
+    for (let i = 1; i < cells.length; i++) tr.cells[i].replaceWith(cells[i]);
+  }
+  function poolRow(p) {
+    const err = p.lastError && p.lastError.message;
+    return h("tr", { "data-pool": p.name, "data-state": p.state },
+      h("td", { class: "name" }, h("a", { href: poolHref(p.name) }, p.name)),
+      h("td", null, badge(p.state), p.message ? h("span", { class: "sub", title: p.message }, trunc(p.message, 70)) : null),
+      h("td", { class: "prog" }, progress(p.rollout)),
+      h("td", null, revCell(p.revision)),
+      h("td", null, p.blocked ? blockedText(p.blocked) : "—"),
+      h("td", { class: err ? "err" : "muted", title: err ? (p.lastError.at ? p.lastError.at + ": " : "") + err : null }, err ? trunc(err, 60) : "—"));
+  }
+
+  // ---- pool page ------------------------------------------------------------------
+  function section(id, title) {
+    return h("section", { id, "aria-labelledby": "h-" + id }, h("h2", { id: "h-" + id }, title), h("div", { class: "body" }));
+  }
+  const body = (id) => $(id).querySelector(".body");
+  function showPool(name) {
+    $("view-overview").hidden = true;
+    const v = $("view-pool");
+    v.hidden = false;
+    document.title = "poolwright — " + name;
+    S.doc = null; S.seqs = new Set(); S.early = [];
+    v.replaceChildren(
+      h("p", { class: "back" }, h("a", { href: "#/" }, "← all pools")),
+      h("section", { id: "pool-head", "aria-labelledby": "h-pool" },
+        h("h1", { id: "h-pool" }, h("span", { class: "mono" }, name), " ", h("span", { id: "pool-badge" })),
+        h("p", { id: "pool-msg" }), h("dl", { id: "counts", class: "counts" }), h("div", { id: "pool-alerts" }), h("div", { id: "control" })),
+      section("timeline", "Nodes"), section("capacity", "Capacity"), section("windows", "Disruption windows"),
+      section("plan", "Plan"), section("forecast", "Forecast"), section("events", "Recent events"));
+    connect("/v1/events/stream?pool=" + encodeURIComponent(name));
+    loadPool(name, false);
+  }
+  async function loadPool(name, again) {
+    const gen = ++S.loadGen;
+    S.loading = true;
+    try {
+      const doc = await getJSON("/v1/pools/" + encodeURIComponent(name) + "/page");
+      if (gen === S.loadGen) S.loading = false;
+      if (gen !== S.loadGen || S.route.view !== "pool" || S.route.name !== name) return;
+      doc.events = Array.isArray(doc.events) ? doc.events.slice() : [];
+      S.doc = doc;
+      S.seqs = new Set(doc.events.map((e) => e.seq));
+      for (const e of S.early) addEvent(e);
+      S.early = [];
+      if (doc.pool) S.pools.set(name, doc.pool);
+      if (doc.daemon && (!S.status || S.status.stub)) // optional: lets a direct load fill the header
+        S.status = { daemon: doc.daemon, config: doc.config || (S.status && S.status.config), reconcile: doc.reconcile, pools: [], stub: true };
+      showMsg("");
+      renderPoolHead();
+      if (!again) renderControl();
+      renderCharts();
+      renderPlan();
+      renderForecast();
+      renderEvents();
+      renderDaemon();
+    } catch (e) {
+      if (gen === S.loadGen) { S.loading = false; S.early = []; }
+      if (gen !== S.loadGen || S.route.view !== "pool") return;
+      if (e.status === 404) showMsg("Unknown pool: " + e.message);
+      else showMsg("Could not load pool " + name + ": " + e.message);
+    }
+  }
+  const poolTz = (doc) => tzOk((doc.windows && doc.windows.timezone) || (doc.pool && doc.pool.blocked && doc.pool.blocked.timezone) || (doc.forecast && doc.forecast.timezone));
+  function lastCounts(doc) {
+    for (let i = doc.events.length - 1; i >= 0; i--) if (doc.events[i].counts) return doc.events[i].counts;
+    return null;
+  }
+  function renderPoolHead() {
+    const doc = S.doc, p = doc.pool || {};
+    fill($("pool-badge"), badge(p.state));
+    fill($("pool-msg"), p.message || "", p.revision ? h("span", { class: "rev" }, " · ", revCell(p.revision)) : null,
+      p.provider ? h("span", { class: "muted" }, " · provider ", p.provider) : null);
+    const c = p.rollout || lastCounts(doc) || {};
+    const dl = $("counts");
+    dl.replaceChildren();
+    for (const k of ["desired", "total", "available", "updated", "outdated"]) {
+      dl.append(h("div", null, h("dt", null, k), h("dd", { "data-count": k }, c[k] == null ? "—" : String(c[k]))));
+    }
+    const al = $("pool-alerts");
+    al.replaceChildren();
+    if (p.pending && p.pending.length) al.append(h("p", null, "pending: ", p.pending.join("; ")));
+    if (p.blocked) {
+      const b = p.blocked;
+      al.append(h("p", { class: "alert warn" }, h("strong", null, "Blocked: "), blockedText(b),
+        b.since ? " · since " + fmtTs(b.since, tzOk(b.timezone)) : "", p.blockedSeconds ? " (" + human(p.blockedSeconds) + ")" : ""));
+    }
+    if (p.lastError) al.append(h("p", { class: "alert bad" }, h("strong", null, "Last error"), p.lastError.at ? " (" + fmtTs(p.lastError.at) + ")" : "", ": ",
+      h("span", { class: "mono" }, p.lastError.message || "")));
+  }
+  function renderControl() {
+    const box = $("control"), name = S.route.name;
+    box.replaceChildren();
+    if (!S.doc.control) { box.append(h("p", { class: "muted" }, "read-only: pause and resume need the control socket or token")); return; }
+    const input = h("input", { id: "reason", type: "text", required: true, placeholder: "why?", size: 40, "aria-describedby": "control-out" });
+    const out = h("output", { id: "control-out", "aria-live": "polite" });
+    const act = async (verb) => {
+      const reason = input.value.trim();
+      if (!reason) { out.textContent = "a reason is required"; input.focus(); return; }
+      out.textContent = verb + "…";
+      try {
+        const r = await fetch("/v1/pools/" + encodeURIComponent(name) + "/" + verb, {
+          method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ reason }) });
+        const text = (await r.text()).trim();
+        out.textContent = (r.ok ? "" : r.status + ": ") + (text || r.statusText);
+        if (r.ok) { input.value = ""; refetchSoon(); }
+      } catch (e) { out.textContent = verb + " failed: " + e.message; }
+    };
+    box.append(h("form", { class: "control", onsubmit: (e) => e.preventDefault() },
+      h("label", { for: "reason" }, "Reason "), input, " ",
+      h("button", { type: "button", id: "pause", onclick: () => act("pause") }, "Pause"), " ",
+      h("button", { type: "button", id: "resume", onclick: () => act("resume") }, "Resume"), " ", out));
+  }
+  function renderPlan() {
+    const b = body("plan"), t = S.doc.planText;
+    fill(b, t ? h("pre", { class: "plan" }, t) : h("p", { class: "muted" }, "in sync: nothing planned"));
+  }
+
+  // ---- charts -----------------------------------------------------------------------
+  const width = (el) => Math.max(560, Math.floor((el.clientWidth || 1000)));
+  function niceStep(span, target, steps) {
+    for (const st of steps) if (span / st <= target) return st;
+    return steps[steps.length - 1] * Math.ceil(span / target / steps[steps.length - 1]);
+  }
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400].map((x) => x * 1000);
+  function timeAxis(g, x, t0, t1, y, tz, w) {
+    const step = niceStep(t1 - t0, Math.max(3, Math.floor(w / 90)), TIME_STEPS);
+    const first = Math.ceil(t0 / step) * step;
+    for (let t = first; t <= t1; t += step) {
+      const px = x(t);
+      g.append(s("line", { class: "grid", x1: px, x2: px, y1: 0, y2: y }),
+        s("text", { class: "tick", x: px, y: y + 13, "text-anchor": px > x(t1) - 20 ? "end" : "middle" }, fmtClock(t, tz, step < 60000)));
+    }
+  }
+  function nowLine(g, px, y0, y1) {
+    g.append(s("line", { class: "now", "data-now": "", x1: px, x2: px, y1: y0, y2: y1 }),
+      s("text", { class: "tick now-t", x: px - 3, y: y0 + 9, "text-anchor": "end" }, "now"));
+  }
+  function svgRoot(w, hgt, label) {
+    return s("svg", { role: "img", "aria-label": label, width: w, height: hgt, viewBox: "0 0 " + w + " " + hgt }, s("title", null, label));
+  }
+  function legend(items) {
+    return h("ul", { class: "legend" }, items.map(([cls, text]) => h("li", null, h("span", { class: "sw " + cls, "aria-hidden": "true" }), text)));
+  }
+  function timeDomain(doc, now) {
+    let t0 = now;
+    for (const e of doc.events) { const t = ms(e.ts); if (t < t0) t0 = t; }
+    if (now - t0 < 60000) t0 = now - 60000;
+    return [t0, now + (now - t0) * 0.02];
+  }
+
+  function nodePhases(events, t0, now, current) {
+    const nodes = new Map();
+    for (const e of events) {
+      if (!e.node) continue;
+      const t = ms(e.ts);
+      if (isNaN(t)) continue;
+      let n = nodes.get(e.node);
+      if (!n) {
+        n = { id: e.node, bars: [], blocks: [], cur: null, last: t, start: t };
+        // A node first seen mid-life was up before the window (one first seen
+        // going away needs no bar before it).
+        if (e.event !== "node_create_requested" && e.event !== "node_terminated") { n.cur = { phase: "healthy", start: t0, old: true }; n.start = t0; }
+        nodes.set(e.node, n);
+      }
+      n.last = t;
+      const to = (phase) => { if (n.cur) { n.cur.end = t; n.bars.push(n.cur); } n.cur = phase ? { phase, start: t } : null; };
+      const cur = n.cur && n.cur.phase;
+      switch (e.event) {
+        case "node_create_requested": to("launching"); break;
+        case "node_healthy": case "canary_healthy": case "node_uncordoned": if (cur !== "healthy") to("healthy"); break;
+        case "node_cordoned": case "drain_started": case "node_quarantined": if (cur !== "draining") to("draining"); break;
+        case "drain_blocked":
+          if (cur !== "draining") to("draining");
+          n.blocks.push({ t, msg: e.message || "drain blocked" });
+          n.cur.blocked = e.message || "drain blocked";
+          break;
+        case "terminate_requested": case "node_failed": case "reimage_requested": if (cur !== "terminating") to("terminating"); break;
+        case "node_terminated": to(null); break;
+        default: break;
+      }
+    }
+    for (const n of nodes.values()) if (n.cur) { n.cur.end = now; n.cur.open = true; n.bars.push(n.cur); n.cur = null; }
+    // Nodes with no event in the window: drawn from the last observation,
+    // in the phase they are in, since before the window when they are older.
+    for (const o of current || []) {
+      if (!o || typeof o.id !== "string" || nodes.has(o.id)) continue;
+      const phase = o.state === "pending" ? "launching" : o.state === "terminating" ? "terminating"
+        : o.cordoned ? "draining" : o.state === "unhealthy" ? "unhealthy" : "healthy";
+      const since = ms(phase === "healthy" ? o.healthySince || o.launchedAt : o.launchedAt);
+      const start = isNaN(since) || since < t0 ? t0 : since;
+      nodes.set(o.id, { id: o.id, bars: [{ phase, start, end: now, open: true, old: start === t0 }], blocks: [], last: start, start });
+    }
+    return [...nodes.values()];
+  }
+
+  function renderCharts() {
+    if (!S.doc || !$("timeline")) return;
+    const now = Date.now();
+    renderTimeline(now);
+    renderCapacity(now);
+    renderWindows(now);
+  }
+  function renderTimeline(now) {
+    const doc = S.doc, b = body("timeline"), tz = poolTz(doc);
+    const [t0, t1] = timeDomain(doc, now);
+    let nodes = nodePhases(doc.events, t0, now, doc.nodes);
+    const total = nodes.length;
+    if (!total) { fill(b, h("p", { class: "muted" }, "no node events in the recent window")); return; }
+    if (total > MAX_NODES) nodes = nodes.sort((a, c) => c.last - a.last).slice(0, MAX_NODES);
+    nodes.sort((a, c) => a.start - c.start || collator.compare(a.id, c.id));
+    const w = width(b), rowH = 18, top = 4;
+    const labelW = Math.min(170, Math.max(60, 7 * Math.max(...nodes.map((n) => n.id.length)) + 12));
+    const plotH = nodes.length * rowH + top, hgt = plotH + 20;
+    const x = (t) => labelW + ((t - t0) / (t1 - t0)) * (w - labelW - 8);
+    const svg = svgRoot(w, hgt, "Node timeline of pool " + S.route.name + ": " + total + " nodes, phases launching, healthy, unhealthy, draining, terminating");
+    const g = s("g");
+    timeAxis(g, x, t0, t1, plotH, tz, w - labelW);
+    nodes.forEach((n, i) => {
+      const y = top + i * rowH;
+      g.append(s("text", { class: "label", x: labelW - 6, y: y + rowH - 6, "text-anchor": "end" }, n.id));
+      for (const bar of n.bars) {
+        const x0 = x(bar.start), x1 = x(bar.end);
+        const tip = n.id + " " + bar.phase + (bar.old ? " (since before the window)" : "") + ": " + fmtClock(bar.start, tz, true) + " – " +
+          (bar.open ? "now" : fmtClock(bar.end, tz, true)) + " (" + human((bar.end - bar.start) / 1000) + ")" + (bar.blocked ? "\nblocked: " + bar.blocked : "");
+        g.append(s("rect", { class: "ph ph-" + bar.phase + (bar.blocked ? " blocked" : ""), "data-node": n.id, "data-phase": bar.phase,
+          x: x0.toFixed(1), y: y + 3, width: Math.max(1.5, x1 - x0).toFixed(1), height: rowH - 6, rx: 2 }, s("title", null, tip)));
+      }
+      const lastBlock = n.blocks[n.blocks.length - 1];
+      if (lastBlock) {
+        const px = x(lastBlock.t);
+        g.append(s("path", { class: "blk", "data-node": n.id, "data-marker": "drain_blocked", d: `M${px.toFixed(1)} ${y + 1}l5 8-5 8-5-8z` },
+          s("title", null, n.id + " drain blocked: " + lastBlock.msg)));
+      }
+    });
+    nowLine(g, x(now), 0, plotH);
+    svg.append(g);
+    const blocked = nodes.filter((n) => n.blocks.length);
+    const rows = [];
+    for (const n of nodes) for (const bar of n.bars) rows.push(h("tr", null, h("th", { scope: "row" }, n.id), h("td", null, bar.phase),
+      h("td", null, bar.old ? "before window" : fmtClock(bar.start, tz, true)), h("td", null, bar.open ? "now" : fmtClock(bar.end, tz, true)), h("td", null, bar.blocked || "")));
+    fill(b, 
+      total > MAX_NODES ? h("p", { class: "muted" }, "showing " + MAX_NODES + " of " + nf.format(total) + " nodes (most recently active)") : null,
+      h("div", { class: "chart" }, svg),
+      legend([["ph-launching", "launching"], ["ph-healthy", "healthy"], ["ph-unhealthy", "unhealthy"], ["ph-draining", "draining"], ["ph-terminating", "terminating"], ["sw-blk", "drain blocked"], ["sw-now", "now"]]),
+      blocked.length ? h("div", { id: "blocked-drains" }, h("h3", null, "Blocked drains"), h("ul", null, blocked.map((n) => {
+        const last = n.blocks[n.blocks.length - 1];
+        return h("li", { "data-node": n.id }, mono(n.id), ": ", last.msg, " (", fmtClock(last.t, tz, true), n.blocks.length > 1 ? ", " + n.blocks.length + " times" : "", ")");
+      }))) : null,
+      h("details", null, h("summary", null, "Node phases as a table"), h("table", { class: "small" },
+        h("thead", null, h("tr", null, ["node", "phase", "from", "to", "blocked by"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", null, rows))));
+  }
+
+  // Step chart for {x, total, available} points; shared by capacity and forecast.
+  function stepChart(o) {
+    const { pts, x0, x1, w, hgt, bounds, label } = o;
+    const left = 34, bottom = 18, top = 6;
+    let ymax = 1, ymin = Infinity;
+    for (const p of pts) for (const v of [p.total, p.available]) if (v != null) { ymax = Math.max(ymax, v); ymin = Math.min(ymin, v); }
+    if (bounds) for (const v of [bounds.maxTotal, bounds.size, bounds.floor]) if (v != null) { ymax = Math.max(ymax, v); ymin = Math.min(ymin, v); }
+    ymax += 1;
+    ymin = ymin - 2 < 3 ? 0 : ymin - 2; // zoom in on the interesting band, but keep 0 for small pools
+    const x = (v) => left + ((v - x0) / (x1 - x0 || 1)) * (w - left - 8);
+    const y = (v) => top + (1 - (v - ymin) / (ymax - ymin)) * (hgt - top - bottom);
+    const svg = svgRoot(w, hgt, label), g = s("g");
+    const ystep = niceStep(ymax - ymin, 5, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]);
+    for (let v = Math.ceil(ymin / ystep) * ystep; v <= ymax; v += ystep) {
+      g.append(s("line", { class: "grid", x1: left, x2: w - 8, y1: y(v), y2: y(v) }),
+        s("text", { class: "tick", x: left - 4, y: y(v) + 4, "text-anchor": "end" }, String(v)));
+    }
+    g.append(s("text", { class: "tick", x: 2, y: top + 8 }, "nodes"));
+    if (o.xAxis) o.xAxis(g, x, hgt - bottom);
+    if (bounds && bounds.floor != null && bounds.maxTotal != null) {
+      g.append(s("rect", { class: "band", "data-band": "", x: left, width: w - 8 - left, y: y(bounds.maxTotal), height: Math.max(0, y(bounds.floor) - y(bounds.maxTotal)) },
+        s("title", null, "allowed band: floor " + bounds.floor + " to max total " + bounds.maxTotal)));
+    }
+    if (bounds && bounds.size != null) g.append(s("line", { class: "size", "data-size": "", x1: left, x2: w - 8, y1: y(bounds.size), y2: y(bounds.size) }, s("title", null, "size " + bounds.size)));
+    for (const key of ["total", "available"]) {
+      let d = "", prev = null;
+      for (const p of pts) {
+        const v = p[key];
+        if (v == null) continue;
+        const px = x(p.x).toFixed(1), py = y(v).toFixed(1);
+        d += prev === null ? `M${px} ${py}` : `H${px}V${py}`;
+        prev = v;
+      }
+      if (d) { d += "H" + x(o.end ?? x1).toFixed(1); g.append(s("path", { class: "ln ln-" + key, "data-series": key, d })); }
+    }
+    if (o.now != null) nowLine(g, x(o.now), top, hgt - bottom);
+    svg.append(g);
+    return svg;
+  }
+  const capLegend = (b) => legend([["sw-total", "total"], ["sw-available", "available"], b ? ["sw-band", "floor … max total"] : null, b ? ["sw-size", "size"] : null].filter(Boolean));
+  function renderCapacity(now) {
+    const doc = S.doc, b = body("capacity"), tz = poolTz(doc);
+    const [t0, t1] = timeDomain(doc, now);
+    const pts = [];
+    for (const e of doc.events) if (e.counts) pts.push({ x: ms(e.ts), total: e.counts.total, available: e.counts.available });
+    const bd = doc.bounds;
+    const bline = bd ? h("p", { class: "muted" }, "size " + bd.size + ", surge " + bd.surge + ", unavailable " + bd.unavailable + " → floor " + bd.floor + ", max total " + bd.maxTotal) : null;
+    if (!pts.length) { fill(b, bline, h("p", { class: "muted" }, "no node counts in the recent events")); return; }
+    const svg = stepChart({ pts, x0: t0, x1: t1, w: width(b), hgt: 170, bounds: bd, now, end: now,
+      label: "Capacity of pool " + S.route.name + ": total and available nodes over time" + (bd ? ", against floor " + bd.floor + " and max total " + bd.maxTotal : ""),
+      xAxis: (g, x, y) => timeAxis(g, x, t0, t1, y, tz, width(b)) });
+    fill(b, bline, h("div", { class: "chart" }, svg), capLegend(bd));
+  }
+  function policyText(wd) {
+    if (wd.policy === "Allow") return "Allow: disruptions any time";
+    if (wd.policy === "Block") return "Block: no disruptions" + (wd.open && wd.open.length ? "" : " in the next 7 days");
+    return (wd.policy || "unknown policy") + (wd.timezone ? ", " + wd.timezone : "");
+  }
+  const tzNote = (wd) => (wd.timezone && tzOk(wd.timezone) !== wd.timezone ? " (unknown time zone " + wd.timezone + ": times shown in UTC)" : "");
+  function renderWindows(now) {
+    const wd = S.doc.windows, b = body("windows");
+    if (!wd) { fill(b, h("p", { class: "muted" }, "no disruption policy information")); return; }
+    const tz = tzOk(wd.timezone) || "UTC";
+    const from = ms(wd.from) || now, to = ms(wd.to) || from + 7 * 86400000;
+    const w = width(b), left = 4, right = 8, hgt = 58, barY = 16, barH = 22;
+    const x = (t) => left + ((Math.min(Math.max(t, from), to) - from) / (to - from)) * (w - left - right);
+    const opens = (wd.open || []).map((o) => [ms(o.start), ms(o.end)]).filter(([a, c]) => c > from && a < to);
+    const svg = svgRoot(w, hgt, "Disruption windows for the next 7 days: " + policyText(wd) + ", " + opens.length + " open window" + (opens.length === 1 ? "" : "s"));
+    const g = s("g");
+    g.append(s("rect", { class: "closed", x: left, y: barY, width: w - left - right, height: barH }));
+    for (const [a, c] of opens) {
+      g.append(s("rect", { class: "open", "data-window": "", x: x(a).toFixed(1), y: barY, width: Math.max(1.5, x(c) - x(a)).toFixed(1), height: barH },
+        s("title", null, "open " + fmtFull(a, tz) + " – " + fmtFull(c, tz))));
+    }
+    let prev = dayKey(from, tz), firstPx = null;
+    for (let t = Math.ceil(from / 900000) * 900000; t <= to; t += 900000) {
+      const k = dayKey(t, tz);
+      if (k === prev) continue;
+      prev = k;
+      const px = x(t);
+      if (firstPx === null) firstPx = px;
+      g.append(s("line", { class: "day", x1: px, x2: px, y1: barY - 4, y2: barY + barH + 4 }));
+      if (px < w - 60) g.append(s("text", { class: "tick", x: px + 3, y: barY + barH + 15 }, fmtDay(t, tz)));
+    }
+    if (firstPx === null || firstPx > left + 75) g.append(s("text", { class: "tick", x: left + 2, y: barY + barH + 15 }, fmtDay(from, tz)));
+    const nx = x(ms(wd.now) || now);
+    g.append(s("line", { class: "now", "data-now": "", x1: nx, x2: nx, y1: 2, y2: barY + barH + 4 }), s("text", { class: "tick now-t", x: nx + 3, y: 10, "text-anchor": nx > w - 40 ? "end" : "start" }, "now"));
+    svg.append(g);
+    const cur = opens.find(([a, c]) => a <= now && now < c);
+    const next = opens.filter(([a]) => a > now).slice(0, 3);
+    fill(b, h("p", { id: "policy" }, h("strong", null, policyText(wd)), tzNote(wd)),
+      h("div", { class: "chart" }, svg),
+      legend([["sw-open", "open for disruptions"], ["sw-closed", "closed"], ["sw-now", "now"]]),
+      h("p", { class: "muted" }, wd.policy === "Allow" ? "" : cur ? "open now, until " + fmtFull(cur[1], tz) + ". " : "closed now. ",
+        next.length ? "Next: " + next.map(([a, c]) => fmtFull(a, tz) + " – " + fmtClock(c, tz)).join("; ") : wd.policy === "Allow" ? "" : "no further window in 7 days"));
+  }
+  function renderForecast() {
+    const f = S.doc.forecast, b = body("forecast"), bd = S.doc.bounds;
+    if (!f) { fill(b, h("p", { class: "muted" }, "no rollout to forecast")); return; }
+    const dl = h("dl", { class: "kv" }), d = f.durationSeconds || {};
+    kv(dl, "duration", "p50 " + human(d.p50 || 0) + ", p90 " + human(d.p90 || 0) + (d.p10 != null ? " (p10 " + human(d.p10) + ")" : ""));
+    if (f.finish) kv(dl, "finish", "p50 " + (f.finish.p50 || "—") + ", p90 " + (f.finish.p90 || "—"));
+    if (f.heldUntil) kv(dl, "held until", f.heldUntil);
+    const flo = bd && f.minAvailable != null && f.minAvailable < bd.floor, over = bd && f.maxTotal != null && f.maxTotal > bd.maxTotal;
+    kv(dl, "min available", h("span", { class: flo ? "err" : "" }, String(f.minAvailable ?? "—"), bd ? " (floor " + bd.floor + ")" : ""));
+    kv(dl, "max total", h("span", { class: over ? "err" : "" }, String(f.maxTotal ?? "—"), bd ? " (bound " + bd.maxTotal + ")" : ""));
+    if (f.extraNodeHours) kv(dl, "extra node-hours", "p50 " + f.extraNodeHours.p50 + ", p90 " + f.extraNodeHours.p90);
+    if (f.deadlineRisk != null) kv(dl, "deadline risk", (f.deadlineRisk * 100).toFixed(1) + " %");
+    kv(dl, "model", (f.runs || "?") + " runs, seed " + (f.seed ?? "?") + ", latencies from " + (f.latencySource || "?") + (f.start ? ", start " + fmtTs(f.start, tzOk(f.timezone)) : ""));
+    const warns = f.warnings && f.warnings.length ? h("ul", { class: "warnings" }, f.warnings.map((wn) => h("li", null, wn))) : null;
+    const cap = (f.capacity || []).map((p) => ({ x: p.t, total: p.total, available: p.available }));
+    let chart = null;
+    if (cap.length) {
+      const end = Math.max(cap[cap.length - 1].x, 1), w = Math.min(width(b), 700);
+      const svg = stepChart({ pts: cap, x0: 0, x1: end, w, hgt: 130, bounds: bd, label: "Forecast capacity (p50 run): total and available nodes over " + human(end),
+        xAxis: (g, x, y) => {
+          const st = niceStep(end, 6, [60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400]);
+          for (let t = 0; t <= end; t += st) g.append(s("text", { class: "tick", x: x(t), y: y + 13, "text-anchor": t === 0 ? "start" : x(t) > w - 30 ? "end" : "middle" }, "+" + human(t)));
+        } });
+      chart = h("div", { class: "chart" }, svg);
+    }
+    fill(b, dl, warns, chart, chart ? capLegend(bd) : null);
+  }
+  function renderEvents() {
+    const b = body("events"), tz = poolTz(S.doc), ev = S.doc.events;
+    if (!ev.length) { fill(b, h("p", { class: "muted" }, "no recent events")); return; }
+    const rows = [];
+    for (let i = ev.length - 1; i >= 0 && rows.length < 100; i--) {
+      const e = ev[i], c = e.counts;
+      rows.push(h("tr", { "data-seq": e.seq },
+        h("td", { class: "nowrap" }, h("time", { datetime: e.ts, title: e.ts }, isNaN(ms(e.ts)) ? "—" : fmtClock(ms(e.ts), tz, true))),
+        h("td", { class: "mono" }, e.event || ""), h("td", { class: "mono" }, e.node || ""), h("td", null, e.message || ""),
+        h("td", { class: "nowrap" }, c ? "total " + c.total + " · avail " + c.available + " · upd " + c.updated + "/" + c.desired : "")));
+    }
+    fill(b, h("p", { class: "muted" }, "newest first; " + rows.length + " of " + ev.length + " events in the window"),
+      h("div", { class: "tablewrap" }, h("table", { id: "event-table", class: "small" },
+        h("thead", null, h("tr", null, ["time", "event", "node", "message", "counts"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", null, rows))));
+  }
+
+  // ---- wiring ---------------------------------------------------------------------------
+  function init() {
+    $("filter").addEventListener("input", (e) => { S.filter = e.target.value; S.page = 0; if (S.status) renderTable(); });
+    $("prev").addEventListener("click", () => { S.page--; renderTable(); });
+    $("next").addEventListener("click", () => { S.page++; renderTable(); });
+    $("skip").addEventListener("click", (e) => { e.preventDefault(); $("main").focus(); });
+    window.addEventListener("hashchange", onRoute);
+    let rt = 0;
+    window.addEventListener("resize", () => { clearTimeout(rt); rt = setTimeout(() => { if (S.route.view === "pool" && S.doc) { renderCharts(); renderForecast(); } }, 200); });
+    // Move the "now" lines; this redraws locally and never asks the server.
+    setInterval(() => { if (S.route.view === "pool" && S.doc && !document.hidden) renderCharts(); }, 5000);
+    onRoute();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
+})();
