@@ -18,6 +18,13 @@ if ! command -v openssl >/dev/null; then
     || { echo "scripts/test.sh: openssl is required (the TLS plug-in test) and could not be installed" >&2; exit 1; }
 fi
 
+# Debian's chromium and chromedriver: the status page is tested in a real browser.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "== installing chromium and chromium-driver (apt)"
+  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; } >/dev/null \
+    || { echo "scripts/test.sh: chromium and chromium-driver are required (the web page test) and could not be installed" >&2; exit 1; }
+fi
+
 # moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).
 MOTO_VERSION=5.2.1
 python=$(command -v python3 || command -v python || true)
