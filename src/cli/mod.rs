@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod forecast_cmd;
 mod plugin_cmd;
 mod rollout_cmd;
 mod saved;
@@ -79,6 +80,43 @@ pub enum Command {
         /// Save the plan to FILE for `poolwright apply FILE`
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// After the plan, forecast every roll it holds (see `poolwright forecast`)
+        #[arg(long)]
+        forecast: bool,
+    },
+    /// Forecast every roll the plan holds: duration, finish time, capacity, surge cost, risk
+    ///
+    /// Runs the real rollout executor (the same decisions, policy and windows)
+    /// on a virtual clock against a simulated copy of each observed pool, RUNS
+    /// times with seeded draws of the latencies (the pool's history, else the
+    /// simulator's distributions, else defaults). Nothing is changed.
+    Forecast {
+        /// Desired-state directory (searched recursively) or single file
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Output format
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+        /// Monte Carlo runs per forecast (1 to 10000)
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        runs: u32,
+        /// Seed of the draws: the same seed gives the same forecast
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Only this pool (repeatable; default every pool the plan rolls)
+        #[arg(long, value_name = "POOL")]
+        pool: Vec<String>,
+        /// Also compare budgets: GKE's presets, the pool's own and a few around it
+        #[arg(long)]
+        sweep: bool,
+        /// What-if without editing files: POOL.rollout.maxSurge=V or POOL.rollout.maxUnavailable=V (repeatable)
+        #[arg(long, value_name = "POOL.FIELD=VALUE")]
+        set: Vec<String>,
+        /// Draw capacity over time of the median run (and, with --sweep, each budget) as SVG
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Make the pools match the desired state (shows the plan and asks first)
     ///
@@ -274,7 +312,38 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             output,
             detailed_exitcode,
             out,
-        } => workflow::plan(&dir, &common, output, detailed_exitcode, out.as_deref()),
+            forecast,
+        } => workflow::plan(
+            &dir,
+            &common,
+            output,
+            detailed_exitcode,
+            out.as_deref(),
+            forecast,
+        ),
+        Command::Forecast {
+            dir,
+            common,
+            output,
+            runs,
+            seed,
+            pool,
+            sweep,
+            set,
+            svg,
+        } => forecast_cmd::forecast(
+            &dir,
+            &common,
+            output,
+            &forecast_cmd::Request {
+                runs,
+                seed,
+                sweep,
+                set,
+                svg,
+                pools: pool,
+            },
+        ),
         Command::Apply {
             target,
             common,

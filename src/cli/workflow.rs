@@ -23,7 +23,7 @@ fn style(common: &Common) -> Style {
 }
 
 /// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
-fn load(dir: &Path) -> Option<Config> {
+pub(super) fn load(dir: &Path) -> Option<Config> {
     let report = crate::desired_dir::load_dir(dir, &Limits::default());
     for d in &report.diagnostics {
         eprintln!("{d}");
@@ -45,7 +45,7 @@ pub(super) fn source_of(dir: &Path) -> Source {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -126,6 +126,7 @@ pub(super) fn plan(
     output: Output,
     detailed_exitcode: bool,
     out: Option<&Path>,
+    forecast: bool,
 ) -> anyhow::Result<u8> {
     let Some(config) = load(dir) else {
         return Ok(exit::FAILED);
@@ -142,6 +143,12 @@ pub(super) fn plan(
             "{}",
             serde_json::to_string_pretty(&render_json(&plan, &source))?
         ),
+    }
+    if forecast && output == Output::Text {
+        print!(
+            "{}",
+            super::forecast_cmd::after_plan(&snap, &plan, &state, clock.now())?
+        );
     }
     if let Some(path) = out {
         SavedPlan::new(dir, common, &snap, &plan, source, clock.now())?.save(path)?;
@@ -303,6 +310,10 @@ pub(super) fn apply(
         Some(path) => EventSink::to_file(path, crate::files::Rotation::default())?,
         None => EventSink::none(),
     };
+    let latencies = crate::store::latency::LatencyRecorder::new(
+        crate::store::latency::LatencyStore::new(&state.root),
+    );
+    sink = sink.observed_by(move |e| latencies.record(e));
     let tty = std::io::stderr().is_terminal();
     if tty {
         sink = sink.observed_by(progress_line);

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
@@ -26,6 +26,18 @@ pub const EVENTS_PER_POOL: usize = 4096;
 
 /// Messages a subscriber may fall behind by before it is cut off.
 const BACKLOG: usize = 4096;
+
+/// Live streams open at once, at most; more are answered 503.
+pub const MAX_STREAMS: usize = 64;
+
+/// Held by an open stream; frees its place when the stream ends.
+pub struct StreamSlot(Arc<Feed>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// One event with its place in the feed.
 #[derive(Clone, Debug, Serialize)]
@@ -70,6 +82,8 @@ pub struct Feed {
     /// Set when the daemon stops: every stream ends cleanly (a browser sees
     /// the end of the response, not a cut connection, and reconnects).
     closed: watch::Sender<bool>,
+    /// Live streams open now.
+    streams: AtomicUsize,
     /// What was last published of the board (pool JSON by name, config JSON,
     /// the board's version), so only changes go out.
     published: Mutex<Published>,
@@ -96,42 +110,58 @@ impl Feed {
             nodes: Mutex::new(HashMap::new()),
             tx: broadcast::channel(BACKLOG).0,
             closed: watch::channel(false).0,
+            streams: AtomicUsize::new(0),
             published: Mutex::new(Published::default()),
         }
     }
 
     /// Number an event, keep it in its pool's ring and send it to subscribers.
     pub fn record(&self, event: &Event) {
+        // Numbered, kept and sent under one lock, so the stream carries
+        // events in `seq` order whichever thread emits them.
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         let stamped = Stamped {
             seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
             event: event.clone(),
         };
-        {
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            let ring = recent.entry(event.pool.clone()).or_default();
-            if ring.len() == EVENTS_PER_POOL {
-                ring.pop_front();
-            }
-            ring.push_back(stamped.clone());
-        }
         if self.tx.receiver_count() > 0 {
-            let data = json_of(&stamped);
             let _ = self.tx.send(Message {
                 name: "rollout",
                 pool: Some(event.pool.clone()),
-                data: data.into(),
+                data: json_of(&stamped).into(),
             });
         }
+        let ring = recent.entry(event.pool.clone()).or_default();
+        if ring.len() == EVENTS_PER_POOL {
+            ring.pop_front();
+        }
+        ring.push_back(stamped);
     }
 
-    /// A pool's recent events, oldest first.
-    pub fn recent(&self, pool: &str) -> Vec<Stamped> {
+    /// A pool's `limit` most recent events, oldest first.
+    pub fn recent(&self, pool: &str, limit: usize) -> Vec<Stamped> {
         self.recent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(pool)
-            .map(|r| r.iter().cloned().collect())
+            .map(|r| {
+                r.iter()
+                    .skip(r.len().saturating_sub(limit))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    /// A place for one more live stream, if fewer than [`MAX_STREAMS`] are
+    /// open (each holds a connection and a subscription).
+    pub fn stream_slot(self: &Arc<Self>) -> Option<StreamSlot> {
+        let n = self.streams.fetch_add(1, Ordering::SeqCst);
+        if n >= MAX_STREAMS {
+            self.streams.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(StreamSlot(self.clone()))
     }
 
     /// What an observation of `pool` found.
@@ -260,15 +290,28 @@ mod tests {
             feed.record(&event("web"));
         }
         feed.record(&event("db"));
-        let web = feed.recent("web");
+        let web = feed.recent("web", usize::MAX);
+        assert_eq!(feed.recent("web", 3).len(), 3);
+        assert_eq!(feed.recent("web", 3)[2].seq, web[web.len() - 1].seq);
         assert_eq!(web.len(), EVENTS_PER_POOL);
         assert_eq!(web[0].seq, 11, "the oldest ten were dropped");
         assert!(web.windows(2).all(|w| w[0].seq < w[1].seq));
-        assert_eq!(feed.recent("db")[0].seq, EVENTS_PER_POOL as u64 + 11);
+        assert_eq!(feed.recent("db", 10)[0].seq, EVENTS_PER_POOL as u64 + 11);
         let json = serde_json::to_value(&web[0]).unwrap();
         assert_eq!(json["seq"], 11);
         assert_eq!(json["pool"], "web");
         assert_eq!(json["event"], "node_healthy");
+    }
+
+    #[test]
+    fn streams_are_capped_and_their_places_freed() {
+        let feed = Arc::new(Feed::new());
+        let slots: Vec<_> = (0..MAX_STREAMS)
+            .map(|_| feed.stream_slot().unwrap())
+            .collect();
+        assert!(feed.stream_slot().is_none());
+        drop(slots);
+        assert!(feed.stream_slot().is_some());
     }
 
     #[tokio::test]

@@ -94,7 +94,17 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/events/stream", get(web::events_stream))
         .route("/v1/pools/{pool}/pause", post(pause))
         .route("/v1/pools/{pool}/resume", post(resume))
-        .with_state(state);
+        .with_state(state)
+        // No answer is ever to be sniffed into another type (JSON shown as HTML).
+        .layer(axum::middleware::map_response(
+            |mut r: Response| async move {
+                r.headers_mut().insert(
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    axum::http::HeaderValue::from_static("nosniff"),
+                );
+                r
+            },
+        ));
     match tcp {
         Some(rules) => router.layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {

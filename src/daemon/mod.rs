@@ -134,21 +134,28 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         .clone()
         .unwrap_or_else(|| state.root.join("events.jsonl"));
     let events = Arc::new(
-        EventSink::to_file(&events_path, opts.events_rotation)?.observed_by({
-            let board = board.clone();
-            let metrics = metrics.clone();
-            let feed = feed.clone();
-            move |e| {
-                board.record_event(e);
-                feed.record(e);
-                metrics
-                    .events
-                    .get_or_create(&metrics::EventLabels {
-                        event: e.event.to_string(),
-                    })
-                    .inc();
-            }
-        }),
+        EventSink::to_file(&events_path, opts.events_rotation)?
+            .observed_by({
+                let board = board.clone();
+                let metrics = metrics.clone();
+                let feed = feed.clone();
+                move |e| {
+                    board.record_event(e);
+                    feed.record(e);
+                    metrics
+                        .events
+                        .get_or_create(&metrics::EventLabels {
+                            event: e.event.to_string(),
+                        })
+                        .inc();
+                }
+            })
+            .observed_by({
+                let latencies = crate::store::latency::LatencyRecorder::new(
+                    crate::store::latency::LatencyStore::new(&state.root),
+                );
+                move |e| latencies.record(e)
+            }),
     );
 
     // Where the journal and the inventory live: the state directory, or (with

@@ -7,6 +7,7 @@
 
 pub mod events;
 pub mod inventory;
+pub mod latency;
 
 use std::collections::BTreeMap;
 use std::fmt;

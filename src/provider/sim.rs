@@ -268,6 +268,79 @@ impl Sim {
         (d.drain, d.drain_blocked)
     }
 
+    /// Hold a copy of an observed pool (of any provider), for a forecast:
+    /// the same size, template and nodes in the same states. What a node has
+    /// still to do (boot, become healthy, go) is drawn from this simulator's
+    /// distributions, from now; nodes launched later are this simulator's.
+    pub fn copy_of(&self, pool: &ObservedPool) {
+        let now = self.clock.now();
+        let mut fleet = self.lock();
+        let mut nodes = Vec::with_capacity(pool.nodes.len());
+        for n in &pool.nodes {
+            let serial = fleet.next_serial;
+            fleet.next_serial += 1;
+            let d = self.draw(serial);
+            let later = |by: SignedDuration| now.saturating_add(by).unwrap_or(now);
+            let (running_at, healthy_at, gone_at) = match n.state {
+                NodeState::Healthy => (now, Some(n.healthy_since.unwrap_or(now).min(now)), None),
+                NodeState::Pending => {
+                    let running = later(d.boot);
+                    (
+                        running,
+                        (!d.never_healthy)
+                            .then(|| running.saturating_add(d.health).unwrap_or(running)),
+                        None,
+                    )
+                }
+                NodeState::Unhealthy => (now, None, None),
+                NodeState::Terminating => (now, None, Some(later(d.terminate))),
+            };
+            nodes.push(SimNode {
+                // Named as this simulator names nodes: its draws follow the name.
+                id: format!("{}-{serial:05}", pool.name),
+                serial,
+                template: n.template,
+                launched_at: n.launched_at.min(now),
+                running_at,
+                healthy_at,
+                gone_at,
+                cordoned: n.cordoned,
+            });
+        }
+        fleet.pools.insert(
+            pool.name.clone(),
+            SimPool {
+                size: pool.size,
+                autoscaling: pool.autoscaling,
+                template: pool.template.clone(),
+                template_hash: pool.template.hash(),
+                in_place: InPlace::default(),
+                nodes,
+            },
+        );
+    }
+
+    /// How many mutations the simulator has made (a forecast looks again at
+    /// once after a round that changed something).
+    pub fn mutations(&self) -> u64 {
+        self.lock().audited
+    }
+
+    /// The first instant after `now` at which a node of `pool` changes by
+    /// itself (becomes running or healthy, or goes), if any.
+    pub fn next_change(&self, pool: &str, now: Timestamp) -> Option<Timestamp> {
+        let fleet = self.lock();
+        fleet
+            .pools
+            .get(pool)?
+            .nodes
+            .iter()
+            .flat_map(|n| [Some(n.running_at), n.healthy_at, n.gone_at])
+            .flatten()
+            .filter(|t| *t > now)
+            .min()
+    }
+
     /// Mark a node unschedulable (what cordoning does in Kubernetes).
     pub fn set_cordoned(&self, pool: &str, node: &str, cordoned: bool) -> Result<()> {
         let call = format!(

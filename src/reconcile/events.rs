@@ -54,7 +54,7 @@ type Observer = Box<dyn Fn(&Event) + Send + Sync>;
 pub struct EventSink {
     file: Option<Mutex<crate::files::AppendLog>>,
     memory: Option<Mutex<Vec<Event>>>,
-    observer: Option<Observer>,
+    observers: Vec<Observer>,
     revision: std::sync::RwLock<Option<String>>,
 }
 
@@ -83,9 +83,10 @@ impl EventSink {
         }
     }
 
-    /// Also show every event to `observer` (progress on a terminal).
+    /// Also show every event to `observer` (progress on a terminal, the
+    /// latency history, the daemon's status board).
     pub fn observed_by(mut self, observer: impl Fn(&Event) + Send + Sync + 'static) -> Self {
-        self.observer = Some(Box::new(observer));
+        self.observers.push(Box::new(observer));
         self
     }
 
@@ -117,7 +118,7 @@ impl EventSink {
             "{}",
             event.message
         );
-        if let Some(o) = &self.observer {
+        for o in &self.observers {
             o(&event);
         }
         if let Some(f) = &self.file {

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod control;
 pub mod events;
 pub mod executor;
+pub mod forecast;
 pub mod observe;
 pub mod retry;
 pub mod stop;

@@ -4,6 +4,7 @@
 
 mod inventory;
 pub mod journal;
+pub mod latency;
 mod lock;
 pub mod overrides;
 

@@ -12,6 +12,7 @@ mod cli;
 mod crash_resume;
 mod daemon;
 mod disruption_override;
+mod forecast;
 mod hardening;
 mod invalid_corpus;
 mod layering;

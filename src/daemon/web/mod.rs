@@ -38,6 +38,9 @@ const APP_CSS: &str = include_str!("app.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// Events a page document carries (what the page keeps).
+const PAGE_EVENTS: usize = 1000;
+
 /// How far ahead the page's strip of disruption windows looks.
 const WINDOW_STRIP: SignedDuration = SignedDuration::from_hours(7 * 24);
 
@@ -232,15 +235,20 @@ pub async fn pool_page(
             })
         })
         .unwrap_or(0);
+    // A browser reaches the daemon on TCP only, and its state changes need
+    // the bearer token there (a proxy that adds it): the buttons show when
+    // this request carried it. On the control socket every request with an
+    // Origin is refused, so a browser behind it could not use them.
     let control = match (&peer, &s.tcp) {
-        (Peer::Socket { .. }, _) => true,
         (Peer::Tcp { .. }, Some(rules)) => {
-            rules.token_file.is_some() && rules.check_token(&headers).is_ok()
+            rules.token_file.is_some()
+                && headers.contains_key(header::AUTHORIZATION)
+                && rules.check_token(&headers).is_ok()
         }
-        (Peer::Tcp { .. }, None) => false,
+        _ => false,
     };
     let page = PoolPage {
-        events: s.feed.recent(&name),
+        events: s.feed.recent(&name, PAGE_EVENTS),
         nodes: s.feed.nodes(&name),
         control,
         plan_text: latest.as_ref().and_then(|l| plan_text(l, &name)),
@@ -279,11 +287,21 @@ pub async fn events_stream(State(s): State<HttpState>, Query(q): Query<StreamQue
         )
             .into_response();
     }
+    let Some(slot) = s.feed.stream_slot() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} live streams are open, the most served at once; try again later\n",
+                super::feed::MAX_STREAMS
+            ),
+        )
+            .into_response();
+    };
     let rx = s.feed.subscribe();
     // Whatever changed before this subscriber came is in the document it
     // loads; send the board once so a fresh stream starts from now.
     s.feed.publish_board(&s.board);
-    let mut sse = Sse::new(subscription(rx, q.pool))
+    let mut sse = Sse::new(subscription(rx, q.pool, slot))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response();
     // Proxies must not buffer it.
@@ -298,13 +316,14 @@ fn subscription(
         tokio::sync::watch::Receiver<bool>,
     ),
     pool: Option<String>,
+    slot: super::feed::StreamSlot,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let hello = SseEvent::default()
         .retry(Duration::from_secs(2))
         .comment("poolwright");
     stream::once(async move { Ok(hello) }).chain(stream::unfold(
-        (rx, closed, pool),
-        |(mut rx, mut closed, pool)| async move {
+        (rx, closed, pool, slot),
+        |(mut rx, mut closed, pool, slot)| async move {
             loop {
                 let m = tokio::select! {
                     m = rx.recv() => m,
@@ -316,7 +335,7 @@ fn subscription(
                             continue;
                         }
                         let e = SseEvent::default().event(m.name).data(&*m.data);
-                        return Some((Ok(e), (rx, closed, pool)));
+                        return Some((Ok(e), (rx, closed, pool, slot)));
                     }
                     // Fell behind: end the stream; the client reconnects and
                     // reloads what it shows.

@@ -1,0 +1,559 @@
+//! Forecasts: how a planned roll will go, from the real rollout executor (the
+//! same `decide`, the same policy gate and windows) run on a virtual clock
+//! against a simulated copy of the observed pool, many times with different
+//! draws of the latencies (Monte Carlo, seeded: the same seed gives the same
+//! forecast).
+//!
+//! The executor looks at the pool every poll interval of its provider, as a
+//! real apply does. Where nothing can change between two looks (the last
+//! round acted on nothing, no node becomes running, healthy or gone, no
+//! drain ends, no `minReady` or core timer expires) the clock skips to the
+//! next look at which something can,
+//! so a forecast costs in proportion to what happens, not to how long it
+//! takes; the core's own timers (bakes, backoff, timeouts) are met within
+//! [`MAX_SKIP`].
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+
+use super::events::EventSink;
+use super::executor::{Executor, Tick};
+use crate::clock::{Clock, ManualClock};
+use crate::model::latency::{LogSummary, PoolLatencies};
+use crate::model::{NodeTemplate, ObservedPool};
+use crate::provider::sim::Sim;
+use crate::provider::{Provider, SimDrainer};
+use crate::rollout::decide::is_available;
+use crate::rollout::{Mark, Settings, Status};
+use crate::spec::types::{Distribution, SimProvider};
+use crate::spec::values::Duration;
+use crate::store::Journal;
+
+/// The longest the clock skips without a look (a core timer — a bake, a
+/// backoff, a timeout — is met at most this late).
+pub const MAX_SKIP: SignedDuration = SignedDuration::from_secs(60);
+
+/// A forecast stops a run that has not finished after this long.
+pub const HORIZON: SignedDuration = SignedDuration::from_hours(30 * 24);
+
+/// History is used for a kind of step once it has this many samples.
+pub const MIN_SAMPLES: u64 = 5;
+
+/// Most runs one forecast makes.
+pub const MAX_RUNS: u32 = 10_000;
+
+/// What is forecast: a roll of `pool` to `target` with `settings`.
+pub struct Case<'a> {
+    pub pool: &'a ObservedPool,
+    pub target: &'a NodeTemplate,
+    pub settings: &'a Settings,
+    /// How often the executor looks (the provider's poll interval).
+    pub poll: std::time::Duration,
+}
+
+/// The latency distributions a forecast draws from, and where they came from.
+#[derive(Clone, Debug)]
+pub struct Latencies {
+    pub sim: SimProvider,
+    /// Said in the output: `history (...)`, `simulator ...`, `defaults`.
+    pub source: String,
+    pub warnings: Vec<String>,
+}
+
+fn lognormal(s: &LogSummary) -> Distribution {
+    Distribution::Lognormal {
+        median: Duration(std::time::Duration::from_secs_f64(
+            s.median_seconds().clamp(0.001, 1e7),
+        )),
+        sigma: s.sigma().clamp(0.0, 5.0),
+    }
+}
+
+/// A distribution as a simulator at `speed` runs it (in real seconds).
+fn scaled(d: &Distribution, speed: f64) -> Distribution {
+    let by = |x: &Duration| {
+        Duration(std::time::Duration::from_secs_f64(
+            (x.as_std().as_secs_f64() / speed).clamp(0.0, 1e9),
+        ))
+    };
+    match d {
+        Distribution::Fixed(x) => Distribution::Fixed(by(x)),
+        Distribution::Uniform { min, max } => Distribution::Uniform {
+            min: by(min),
+            max: by(max),
+        },
+        Distribution::Lognormal { median, sigma } => Distribution::Lognormal {
+            median: by(median),
+            sigma: *sigma,
+        },
+    }
+}
+
+impl Latencies {
+    /// The pool's own history where it has enough samples, else the
+    /// simulator's declared distributions (for a pool on the simulator),
+    /// else the defaults, with a warning that the forecast is uninformed.
+    pub fn choose(history: Option<&PoolLatencies>, sim: Option<&SimProvider>) -> Latencies {
+        let speed = sim
+            .and_then(|s| s.speed.as_ref())
+            .map_or(1.0, |s| s.value)
+            .max(0.001);
+        let base = sim.cloned().unwrap_or_default();
+        let fallback = |d: &Distribution| scaled(d, if sim.is_some() { speed } else { 1.0 });
+        let mut out = SimProvider {
+            seed: 0,
+            speed: None,
+            boot_time: fallback(&base.boot_time),
+            health_delay: fallback(&base.health_delay),
+            drain_time: fallback(&base.drain_time),
+            terminate_time: fallback(&base.terminate_time),
+            // One pool is copied: a provider-wide quota does not apply.
+            quota: None,
+            failures: if sim.is_some() {
+                base.failures.clone()
+            } else {
+                Default::default()
+            },
+        };
+        let mut from_history = Vec::new();
+        if let Some(h) = history {
+            if h.boot.count >= MIN_SAMPLES {
+                out.boot_time = lognormal(&h.boot);
+                out.health_delay = Distribution::Fixed(Duration::ZERO);
+                from_history.push(format!("boot n={}", h.boot.count));
+            }
+            if h.drain.count >= MIN_SAMPLES {
+                out.drain_time = lognormal(&h.drain);
+                from_history.push(format!("drain n={}", h.drain.count));
+            }
+            if h.terminate.count >= MIN_SAMPLES {
+                out.terminate_time = lognormal(&h.terminate);
+                from_history.push(format!("terminate n={}", h.terminate.count));
+            }
+        }
+        let rest = if sim.is_some() {
+            "the simulator's declared distributions"
+        } else {
+            "the defaults"
+        };
+        let mut warnings = Vec::new();
+        let source = match (from_history.len(), sim.is_some()) {
+            (3, _) => format!("the pool's history ({})", from_history.join(", ")),
+            (0, true) => rest.to_string(),
+            (0, false) => {
+                warnings.push(format!(
+                    "uninformed: the pool has fewer than {MIN_SAMPLES} past samples of each step \
+                     and no simulator declares its latencies; the defaults (boot lognormal \
+                     median 45s, health 10s, drain 20s, terminate 5s) were used"
+                ));
+                rest.to_string()
+            }
+            (_, _) => format!(
+                "the pool's history ({}), else {rest}",
+                from_history.join(", ")
+            ),
+        };
+        Latencies {
+            sim: out,
+            source,
+            warnings,
+        }
+    }
+}
+
+/// One point of a capacity curve: seconds from the start, live nodes and
+/// available nodes as the executor counts them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Point {
+    pub t: f64,
+    pub total: u32,
+    pub available: u32,
+}
+
+/// How one run went.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    pub seconds: f64,
+    pub status: Status,
+    pub min_available: u32,
+    pub max_total: u32,
+    /// Node-seconds above the desired size (what surge costs).
+    pub extra_node_seconds: f64,
+    /// Held by the disruption policy until then (the first hold).
+    pub held_until: Option<Timestamp>,
+    /// Stopped at the horizon without finishing.
+    pub unfinished: bool,
+    pub curve: Vec<Point>,
+}
+
+/// Run the executor once on a copy of the pool, drawing latencies with `seed`.
+pub async fn run_once(
+    case: &Case<'_>,
+    latencies: &SimProvider,
+    seed: u64,
+    start: Timestamp,
+) -> anyhow::Result<RunOutcome> {
+    let clock = Arc::new(ManualClock::new(start));
+    let settings = SimProvider {
+        seed,
+        ..latencies.clone()
+    };
+    let sim = Arc::new(Sim::open(
+        "forecast",
+        &settings,
+        None,
+        clock.clone() as Arc<dyn Clock>,
+    )?);
+    sim.copy_of(case.pool);
+    let name = case.pool.name.clone();
+    let journal = Journal::memory(None);
+    let events = EventSink::none();
+    let provider: Arc<dyn Provider> = sim.clone();
+    let mut exec = Executor::start(
+        &name,
+        case.target.clone(),
+        case.settings.clone(),
+        provider,
+        Arc::new(SimDrainer::new(sim.clone())),
+        &journal,
+        &events,
+        clock.as_ref(),
+    )
+    .await?;
+    let poll = SignedDuration::try_from(case.poll)
+        .unwrap_or(SignedDuration::from_secs(1))
+        .max(SignedDuration::from_millis(10));
+    let size = case.settings.size;
+    let mut out = RunOutcome {
+        seconds: 0.0,
+        status: Status::Running,
+        min_available: u32::MAX,
+        max_total: 0,
+        extra_node_seconds: 0.0,
+        held_until: None,
+        unfinished: false,
+        curve: Vec::new(),
+    };
+    let mut last: Option<Point> = None;
+    loop {
+        let before = sim.mutations();
+        let tick = exec.tick().await?;
+        let now = clock.now();
+        let t = now.duration_since(start).as_secs_f64();
+        let observed = sim.describe_pools(std::slice::from_ref(&name)).await?;
+        let pool = observed
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("the simulated copy of {name} vanished"))?;
+        let total = pool.live_nodes().count() as u32;
+        let s = &exec.state;
+        let available = pool
+            .live_nodes()
+            .filter(|n| is_available(n, s.target, &s.marks, s.settings.min_ready, now))
+            .count() as u32;
+        if let Some(p) = last {
+            out.extra_node_seconds += f64::from(p.total.saturating_sub(size)) * (t - p.t);
+        }
+        out.min_available = out.min_available.min(available);
+        out.max_total = out.max_total.max(total);
+        let point = Point {
+            t,
+            total,
+            available,
+        };
+        if last.is_none_or(|p| (p.total, p.available) != (total, available)) {
+            out.curve.push(point);
+        }
+        last = Some(point);
+        let waiting = match tick {
+            Tick::Finished(status) => {
+                out.status = status;
+                break;
+            }
+            Tick::Continue { waiting } => waiting,
+        };
+        out.status = exec.state.status.clone();
+        let stopped = matches!(out.status, Status::Degraded { .. } | Status::Paused { .. });
+        if stopped && !exec.in_flight() {
+            break;
+        }
+        // The next look: the first at which something can have changed. A
+        // round that acted changed what the next one sees: look at once.
+        let acted = sim.mutations() != before;
+        let mut due = vec![now.saturating_add(MAX_SKIP).unwrap_or(now)];
+        if acted {
+            due.push(now);
+        }
+        due.extend(sim.next_change(&name, now));
+        let min_ready = SignedDuration::try_from(s.settings.min_ready.as_std()).unwrap_or_default();
+        due.extend(
+            pool.nodes
+                .iter()
+                .filter_map(|n| n.healthy_since?.checked_add(min_ready).ok())
+                .filter(|t| *t > now),
+        );
+        for (id, mark) in &s.marks {
+            if let Mark::Draining { since, .. } = mark {
+                let (d, blocked) = sim.drain_profile(id);
+                if !blocked && let Ok(end) = since.checked_add(d) {
+                    due.push(end.max(now));
+                }
+            }
+        }
+        if waiting.is_some()
+            && s.blocked_by_policy
+            && let crate::policy::Gate::Closed { opens, .. } =
+                crate::policy::gate(&s.settings.disruption, now)
+        {
+            if out.held_until.is_none() {
+                out.held_until = opens;
+            }
+            if !exec.in_flight() {
+                match opens {
+                    // Nothing moves until the window opens.
+                    Some(o) => due = vec![o],
+                    None => {
+                        out.unfinished = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let next = due.into_iter().min().unwrap_or(now).max(now);
+        // On the grid of looks: start + k * poll, k > what has passed.
+        let polls = (next.duration_since(start).as_secs_f64() / poll.as_secs_f64()).ceil();
+        let at_least = (t / poll.as_secs_f64()).floor() + 1.0;
+        let k = polls.max(at_least);
+        let next = start
+            .saturating_add(SignedDuration::from_secs_f64(k * poll.as_secs_f64()))
+            .unwrap_or(now);
+        if next.duration_since(start) > HORIZON {
+            out.unfinished = true;
+            break;
+        }
+        clock.set(next);
+    }
+    out.seconds = clock.now().duration_since(start).as_secs_f64();
+    if out.min_available == u32::MAX {
+        out.min_available = 0;
+    }
+    Ok(out)
+}
+
+/// Percentiles by nearest rank over sorted values.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    pub p10: f64,
+    pub p50: f64,
+    pub p90: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_by(f64::total_cmp);
+        Spread {
+            p10: percentile(&v, 0.1),
+            p50: percentile(&v, 0.5),
+            p90: percentile(&v, 0.9),
+        }
+    }
+}
+
+/// A pool's forecast.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forecast {
+    pub pool: String,
+    pub runs: u32,
+    pub seed: u64,
+    pub latency_source: String,
+    pub warnings: Vec<String>,
+    pub start: Timestamp,
+    pub surge: u32,
+    pub unavailable: u32,
+    /// The bounds every run must keep: the floor is size - unavailable, or
+    /// the availability at the start when lower (a pool still booting).
+    pub floor: u32,
+    pub max_total_bound: u32,
+    pub duration_seconds: Spread,
+    pub finish: FinishTimes,
+    /// The first hold by the disruption policy (in the median run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<Timestamp>,
+    /// Lowest availability and most nodes over every run.
+    pub min_available: u32,
+    pub max_total: u32,
+    pub extra_node_hours: Spread,
+    /// Share of runs that stopped Degraded on `progressDeadline`.
+    pub deadline_risk: f64,
+    /// Share of runs that stopped otherwise without finishing (failures,
+    /// a pause, the horizon).
+    pub failed_risk: f64,
+    /// The median run's capacity over time.
+    pub capacity: Vec<Point>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FinishTimes {
+    pub p50: Timestamp,
+    pub p90: Timestamp,
+}
+
+/// Run `runs` seeded runs on two threads and summarize them.
+pub fn forecast(
+    case: &Case<'_>,
+    latencies: &Latencies,
+    runs: u32,
+    seed: u64,
+    start: Timestamp,
+) -> anyhow::Result<Forecast> {
+    let runs = runs.clamp(1, MAX_RUNS);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 2) as u32;
+    let results: Vec<anyhow::Result<Vec<(u32, RunOutcome)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                scope.spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+                    let mut mine = Vec::new();
+                    for i in (w..runs).step_by(threads as usize) {
+                        let s = seed.wrapping_mul(1_000_003).wrapping_add(u64::from(i));
+                        mine.push((i, rt.block_on(run_once(case, &latencies.sim, s, start))?));
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a forecast thread panicked")))
+            })
+            .collect()
+    });
+    let mut all = Vec::with_capacity(runs as usize);
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(i, _)| *i);
+    let outcomes: Vec<RunOutcome> = all.into_iter().map(|(_, o)| o).collect();
+    Ok(summarize(case, latencies, &outcomes, seed, start))
+}
+
+fn summarize(
+    case: &Case<'_>,
+    latencies: &Latencies,
+    outcomes: &[RunOutcome],
+    seed: u64,
+    start: Timestamp,
+) -> Forecast {
+    let n = outcomes.len().max(1) as f64;
+    let durations = Spread::of(outcomes.iter().map(|o| o.seconds).collect());
+    let at = |secs: f64| {
+        start
+            .saturating_add(SignedDuration::from_secs_f64(secs))
+            .unwrap_or(start)
+    };
+    // The median run: the one whose duration is the median's.
+    let median = outcomes
+        .iter()
+        .min_by(|a, b| {
+            (a.seconds - durations.p50)
+                .abs()
+                .total_cmp(&(b.seconds - durations.p50).abs())
+        })
+        .cloned();
+    let deadline = outcomes
+        .iter()
+        .filter(|o| matches!(&o.status, Status::Degraded { reason } if reason.contains("progressDeadline")))
+        .count();
+    let failed = outcomes
+        .iter()
+        .filter(|o| o.status != Status::Completed)
+        .count()
+        - deadline;
+    let s = case.settings;
+    Forecast {
+        pool: case.pool.name.clone(),
+        runs: outcomes.len() as u32,
+        seed,
+        latency_source: latencies.source.clone(),
+        warnings: latencies.warnings.clone(),
+        start,
+        surge: s.budget.surge,
+        unavailable: s.budget.unavailable,
+        // The executor's floor: size - unavailable, or what was available
+        // at the start when that is less (it only ratchets up from there).
+        floor: outcomes
+            .iter()
+            .filter_map(|o| o.curve.first().map(|p| p.available))
+            .min()
+            .unwrap_or(u32::MAX)
+            .min(s.size.saturating_sub(s.budget.unavailable)),
+        max_total_bound: s.size.saturating_add(s.budget.surge),
+        finish: FinishTimes {
+            p50: at(durations.p50),
+            p90: at(durations.p90),
+        },
+        duration_seconds: durations,
+        held_until: median.as_ref().and_then(|m| m.held_until),
+        min_available: outcomes.iter().map(|o| o.min_available).min().unwrap_or(0),
+        max_total: outcomes.iter().map(|o| o.max_total).max().unwrap_or(0),
+        extra_node_hours: Spread::of(
+            outcomes
+                .iter()
+                .map(|o| o.extra_node_seconds / 3600.0)
+                .collect(),
+        ),
+        deadline_risk: deadline as f64 / n,
+        failed_risk: failed as f64 / n,
+        capacity: median.map(|m| m.curve).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.1), 1.0);
+        assert_eq!(percentile(&v, 0.5), 5.0);
+        assert_eq!(percentile(&v, 0.9), 9.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn history_wins_where_it_has_enough_samples() {
+        let mut h = PoolLatencies::default();
+        for x in [40.0, 50.0, 60.0, 70.0, 80.0] {
+            h.boot.add(x);
+        }
+        let l = Latencies::choose(Some(&h), None);
+        assert!(l.source.contains("boot n=5"), "{}", l.source);
+        assert!(l.source.contains("else the defaults"), "{}", l.source);
+        assert!(l.warnings.is_empty());
+        let none = Latencies::choose(None, None);
+        assert!(none.warnings[0].contains("uninformed"));
+        let sim = SimProvider {
+            speed: Some(crate::spec::located::At::bare(10.0)),
+            drain_time: Distribution::Fixed(Duration::secs(20)),
+            ..SimProvider::default()
+        };
+        let l = Latencies::choose(None, Some(&sim));
+        assert_eq!(l.sim.drain_time, Distribution::Fixed(Duration::secs(2)));
+        assert_eq!(l.source, "the simulator's declared distributions");
+    }
+}
