@@ -117,6 +117,9 @@ pub enum Command {
         /// Draw capacity over time of the median run (and, with --sweep, each budget) as SVG
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Start no new run after this long per forecast (0: no limit); fewer runs are said
+        #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+        time_limit: std::time::Duration,
     },
     /// Make the pools match the desired state (shows the plan and asks first)
     ///
@@ -331,6 +334,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             sweep,
             set,
             svg,
+            time_limit,
         } => forecast_cmd::forecast(
             &dir,
             &common,
@@ -342,6 +346,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 set,
                 svg,
                 pools: pool,
+                time_limit: (!time_limit.is_zero()).then_some(time_limit),
             },
         ),
         Command::Apply {

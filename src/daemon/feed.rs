@@ -77,7 +77,7 @@ pub struct Feed {
     recent: Mutex<HashMap<String, VecDeque<Stamped>>>,
     /// Each pool's nodes as last observed (the page's timeline shows the
     /// nodes that had no event lately too).
-    nodes: Mutex<HashMap<String, Arc<Vec<PageNode>>>>,
+    nodes: Mutex<HashMap<String, (Arc<ObservedPool>, TemplateHash)>>,
     tx: broadcast::Sender<Message>,
     /// Set when the daemon stops: every stream ends cleanly (a browser sees
     /// the end of the response, not a cut connection, and reconnects).
@@ -164,10 +164,29 @@ impl Feed {
         Some(StreamSlot(self.clone()))
     }
 
-    /// What an observation of `pool` found.
+    /// What an observation of `pool` found (`target`: its desired template).
     pub fn observed(&self, pool: &ObservedPool, target: TemplateHash) {
-        let nodes = pool
-            .nodes
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pool.name.clone(), (Arc::new(pool.clone()), target));
+    }
+
+    /// A pool as last observed, with its desired template then.
+    pub fn last_observed(&self, pool: &str) -> Option<(Arc<ObservedPool>, TemplateHash)> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(pool)
+            .cloned()
+    }
+
+    /// A pool's nodes as last observed, as the page draws them.
+    pub fn nodes(&self, pool: &str) -> Vec<PageNode> {
+        let Some((pool, target)) = self.last_observed(pool) else {
+            return Vec::new();
+        };
+        pool.nodes
             .iter()
             .map(|n| PageNode {
                 id: n.id.clone(),
@@ -182,21 +201,7 @@ impl Feed {
                 launched_at: n.launched_at,
                 healthy_since: n.healthy_since,
             })
-            .collect();
-        self.nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(pool.name.clone(), Arc::new(nodes));
-    }
-
-    /// A pool's nodes as last observed.
-    pub fn nodes(&self, pool: &str) -> Arc<Vec<PageNode>> {
-        self.nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(pool)
-            .cloned()
-            .unwrap_or_default()
+            .collect()
     }
 
     /// Forget pools that are no longer known.

@@ -35,6 +35,8 @@ pub struct HttpState {
     pub latest_plan: LatestPlan,
     /// Numbered events and the live stream (`/v1/events/stream`, the page).
     pub feed: Arc<Feed>,
+    /// The pool page's forecasts.
+    pub forecasts: Arc<web::forecast::PageForecasts>,
     pub control: mpsc::UnboundedSender<ControlRequest>,
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.

@@ -247,6 +247,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         metrics: metrics.clone(),
         latest_plan: reconciler.latest_plan.clone(),
         feed: feed.clone(),
+        forecasts: Arc::new(web::forecast::PageForecasts::new(state.root.clone())),
         control: control_tx,
         heartbeat: heartbeat.clone(),
         tcp: None,

@@ -246,13 +246,18 @@ impl<'a> Executor<'a> {
         let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
         let now = self.clock.now();
         let mut drains = BTreeMap::new();
+        let by_id: std::collections::HashMap<&str, &crate::model::Node> =
+            observed.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
         for (id, mark) in &self.state.marks {
             if let Mark::Draining { since, .. } = mark {
+                // How the drainer knows the node: its provider id when the
+                // provider gives one (what Kubernetes Nodes carry), else its id.
+                let key = by_id
+                    .get(id.as_str())
+                    .map_or(id.as_str(), |n| n.cluster_key());
                 drains.insert(
                     id.clone(),
-                    self.drainer
-                        .progress(&pool, cluster_key(&observed, id), *since, now)
-                        .await,
+                    self.drainer.progress(&pool, key, *since, now).await,
                 );
             }
         }
@@ -270,10 +275,9 @@ impl<'a> Executor<'a> {
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
         self.save().await?;
-        for id in before
-            .iter()
-            .filter(|id| !observed.nodes.iter().any(|n| &n.id == *id))
-        {
+        let seen: std::collections::HashSet<&str> =
+            observed.nodes.iter().map(|n| n.id.as_str()).collect();
+        for id in before.iter().filter(|id| !seen.contains(id.as_str())) {
             self.emit(
                 EventKind::NodeTerminated,
                 Some(id.clone()),

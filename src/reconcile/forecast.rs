@@ -416,6 +416,21 @@ pub fn forecast(
     seed: u64,
     start: Timestamp,
 ) -> anyhow::Result<Forecast> {
+    forecast_within(case, latencies, runs, seed, start, None)
+}
+
+/// As [`forecast`], but no new run starts after `limit` (each thread makes
+/// at least one): a large pool gets a rougher forecast in bounded time, and
+/// says how many runs it rests on.
+pub fn forecast_within(
+    case: &Case<'_>,
+    latencies: &Latencies,
+    runs: u32,
+    seed: u64,
+    start: Timestamp,
+    limit: Option<std::time::Duration>,
+) -> anyhow::Result<Forecast> {
+    let began = std::time::Instant::now();
     let runs = runs.clamp(1, MAX_RUNS);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -427,6 +442,9 @@ pub fn forecast(
                     let rt = tokio::runtime::Builder::new_current_thread().build()?;
                     let mut mine = Vec::new();
                     for i in (w..runs).step_by(threads as usize) {
+                        if i >= threads && limit.is_some_and(|l| began.elapsed() >= l) {
+                            break;
+                        }
                         let s = seed.wrapping_mul(1_000_003).wrapping_add(u64::from(i));
                         mine.push((i, rt.block_on(run_once(case, &latencies.sim, s, start))?));
                     }
@@ -448,7 +466,15 @@ pub fn forecast(
     }
     all.sort_by_key(|(i, _)| *i);
     let outcomes: Vec<RunOutcome> = all.into_iter().map(|(_, o)| o).collect();
-    Ok(summarize(case, latencies, &outcomes, seed, start))
+    let mut f = summarize(case, latencies, &outcomes, seed, start);
+    if f.runs < runs {
+        f.warnings.push(format!(
+            "only {} of {runs} runs were made within the time limit ({:.0}s): the percentiles are rougher, and depend on this machine's speed",
+            f.runs,
+            limit.unwrap_or_default().as_secs_f64()
+        ));
+    }
+    Ok(f)
 }
 
 fn summarize(

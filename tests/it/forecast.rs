@@ -172,3 +172,215 @@ fn real_applies_fall_inside_the_forecast_band() {
         );
     }
 }
+
+/// `poolwright forecast` as a user runs it.
+fn cli(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn the_forecast_command_sweeps_tries_budgets_and_draws() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |rel: &str, body: &str| {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    };
+    write("config/providers.yaml", crate::support::world::PROVIDER);
+    write("config/web.yaml", &pool("web", 4, "img-1", ""));
+    let o = cli(d.path(), &["forecast", "config"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("No roll planned"), "{}", text(&o));
+    let o = cli(d.path(), &["apply", "config", "--auto-approve"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    write("config/web.yaml", &pool("web", 4, "img-2", ""));
+
+    let o = cli(d.path(), &["forecast", "config", "--runs", "20"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for part in [
+        "nodepool.web: surge 1, unavailable 0",
+        "duration",
+        "finishes",
+        "surge cost",
+        "20 runs, seed 1",
+        "the simulator's declared distributions",
+    ] {
+        assert!(t.contains(part), "missing {part:?}:\n{t}");
+    }
+    // The same seed, the same forecast.
+    assert_eq!(
+        t,
+        text(&cli(d.path(), &["forecast", "config", "--runs", "20"]))
+    );
+
+    let svg = d.path().join("capacity.svg");
+    let o = cli(
+        d.path(),
+        &[
+            "forecast",
+            "config",
+            "--runs",
+            "10",
+            "--sweep",
+            "--svg",
+            svg.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &v["forecasts"][0];
+    assert_eq!(f["pool"], "web");
+    assert_eq!(
+        (f["surge"].as_u64(), f["maxTotalBound"].as_u64()),
+        (Some(1), Some(5))
+    );
+    assert!(
+        f["maxTotal"].as_u64().unwrap() <= 5 && f["minAvailable"].as_u64().unwrap() >= 4,
+        "{f}"
+    );
+    let labels: Vec<&str> = v["sweeps"]["web"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    // Own (1/0) is GKE's default, so that row appears once.
+    assert_eq!(
+        labels,
+        [
+            "own",
+            "GKE no extra cost",
+            "GKE fast",
+            "double surge",
+            "one more unavailable"
+        ]
+    );
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawing.starts_with("<svg") && drawing.contains("nodepool.web"),
+        "{}",
+        &drawing[..200.min(drawing.len())]
+    );
+
+    // A what-if, and what is refused.
+    let o = cli(
+        d.path(),
+        &[
+            "forecast",
+            "config",
+            "--runs",
+            "5",
+            "--set",
+            "web.rollout.maxSurge=3",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["forecasts"][0]["surge"], 3);
+    for (bad, says) in [
+        ("web.rollout.drain=1", "cannot be set"),
+        ("nope.rollout.maxSurge=1", "no pool named \"nope\""),
+        ("web.rollout.maxSurge=-1", "must be 0 to 100000"),
+        ("web.rollout.maxSurge=0", "cannot both be 0"),
+        (
+            "web.rollout.maxSurge",
+            "expected POOL.rollout.maxSurge=VALUE",
+        ),
+    ] {
+        let o = cli(
+            d.path(),
+            &["forecast", "config", "--runs", "5", "--set", bad],
+        );
+        assert_eq!(o.status.code(), Some(1), "{bad}: {}", text(&o));
+        assert!(text(&o).contains(says), "{bad}: {}", text(&o));
+    }
+    let o = cli(d.path(), &["plan", "config", "--forecast"]);
+    assert!(
+        text(&o).contains("Forecast (200 seeded runs") && text(&o).contains("duration"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_roll_held_by_a_window_finishes_after_it_opens() {
+    use poolwright::spec::located::At;
+    use poolwright::spec::types::{Disruption, DisruptionPolicy, Window};
+    use poolwright::spec::values::{Duration, TimeOfDay, Weekday};
+    let start: jiff::Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+    let old = crate::support::rollout_sim::template("img-1");
+    let observed = ObservedPool {
+        name: "web".into(),
+        size: 3,
+        autoscaling: None,
+        template: old.clone(),
+        in_place: Default::default(),
+        nodes: (0..3)
+            .map(|i| poolwright::model::Node {
+                id: format!("web-{i:05}"),
+                template: old.hash(),
+                state: poolwright::model::NodeState::Healthy,
+                launched_at: start,
+                healthy_since: Some(start),
+                cordoned: false,
+                provider_id: None,
+            })
+            .collect(),
+    };
+    let mut settings = crate::support::rollout_sim::settings(3, 1, 0);
+    settings.disruption = Disruption {
+        policy: Some(At::bare(DisruptionPolicy::AllowDuringMaintenanceWindow)),
+        windows: vec![At::bare(Window {
+            days: At::bare(vec![Weekday::Sat]),
+            start: Some(At::bare(TimeOfDay::parse("02:00").unwrap())),
+            cron: None,
+            duration: At::bare(Duration::secs(4 * 3600)),
+            timezone: At::bare("Europe/Berlin".into()),
+        })],
+        ..Disruption::default()
+    };
+    let target = crate::support::rollout_sim::template("img-2");
+    let f = forecast(
+        &Case {
+            pool: &observed,
+            target: &target,
+            settings: &settings,
+            poll: std::time::Duration::from_secs(1),
+        },
+        &Latencies::choose(None, Some(&crate::support::rollout_sim::sim_settings())),
+        20,
+        1,
+        start,
+    )
+    .unwrap();
+    // Saturday 5 December 02:00 in Berlin is 01:00 UTC.
+    let opens: jiff::Timestamp = "2026-12-05T01:00:00Z".parse().unwrap();
+    assert_eq!(f.held_until, Some(opens));
+    assert!(
+        f.finish.p50 > opens && f.finish.p90 < "2026-12-05T05:00:00Z".parse().unwrap(),
+        "{:?}",
+        f.finish
+    );
+    assert_eq!((f.min_available, f.max_total), (3, 4));
+    assert_eq!(f.deadline_risk, 0.0);
+}

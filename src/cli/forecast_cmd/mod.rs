@@ -35,6 +35,8 @@ pub struct Request {
     pub svg: Option<std::path::PathBuf>,
     /// Only these pools (all rolled pools when empty).
     pub pools: Vec<String>,
+    /// No new run starts after this, per forecast.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 /// One `--set`: a budget of one pool, as it would be written.
@@ -211,7 +213,14 @@ fn run_one(
         settings,
         poll: r.poll,
     };
-    forecast::forecast(&case, &r.latencies, req.runs, req.seed, start)
+    forecast::forecast_within(
+        &case,
+        &r.latencies,
+        req.runs,
+        req.seed,
+        start,
+        req.time_limit,
+    )
 }
 
 /// One row of a sweep.
@@ -485,6 +494,7 @@ pub(super) fn after_plan(
         set: Vec::new(),
         svg: None,
         pools: Vec::new(),
+        time_limit: Some(std::time::Duration::from_secs(60)),
     };
     let (_, text) = forecast_plan(&snap.config, snap, plan, state, &req, now)?;
     Ok(format!(

@@ -155,6 +155,8 @@ pub struct Latest {
     pub plan: Plan,
     pub source: Source,
     pub config: Arc<Config>,
+    /// Each provider's poll interval (what a forecast's executor looks at).
+    pub polls: std::collections::BTreeMap<String, Duration>,
 }
 
 pub type LatestPlan = Arc<Mutex<Option<Arc<Latest>>>>;
@@ -348,7 +350,12 @@ impl Reconciler {
                 override_disruption: false,
             },
         );
-        self.export_plan(&plan, revision.as_ref(), &config);
+        let polls = config
+            .providers
+            .keys()
+            .filter_map(|n| Some((n.clone(), providers.get(n)?.capabilities().poll_interval)))
+            .collect();
+        self.export_plan(&plan, revision.as_ref(), &config, polls);
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
         self.record_nodes(&observed);
@@ -415,7 +422,13 @@ impl Reconciler {
     }
 
     /// Dry-run exports what it would do; every mode keeps the latest plan for `/v1/plan`.
-    fn export_plan(&mut self, plan: &Plan, revision: Option<&Revision>, config: &Arc<Config>) {
+    fn export_plan(
+        &mut self,
+        plan: &Plan,
+        revision: Option<&Revision>,
+        config: &Arc<Config>,
+        polls: std::collections::BTreeMap<String, Duration>,
+    ) {
         let source = Source {
             dir: self.source.dir().display().to_string(),
             revision: revision.cloned(),
@@ -426,6 +439,7 @@ impl Reconciler {
             plan: plan.clone(),
             source: source.clone(),
             config: config.clone(),
+            polls,
         }));
         if self.settings.dry_run && plan.has_changes() {
             let text = render_text(plan, &source, Style { color: false });

@@ -753,12 +753,14 @@
     if (!f) { fill(b, h("p", { class: "muted" }, "no rollout to forecast")); return; }
     const dl = h("dl", { class: "kv" }), d = f.durationSeconds || {};
     kv(dl, "duration", "p50 " + human(d.p50 || 0) + ", p90 " + human(d.p90 || 0) + (d.p10 != null ? " (p10 " + human(d.p10) + ")" : ""));
-    if (f.finish) kv(dl, "finish", "p50 " + (f.finish.p50 || "—") + ", p90 " + (f.finish.p90 || "—"));
-    if (f.heldUntil) kv(dl, "held until", f.heldUntil);
+    const ftz = poolTz(S.doc);
+    if (f.finish) kv(dl, "finish", "p50 " + (f.finish.p50 ? fmtTs(f.finish.p50, ftz) : "—") + ", p90 " + (f.finish.p90 ? fmtTs(f.finish.p90, ftz) : "—"));
+    if (f.heldUntil) kv(dl, "held until", fmtTs(f.heldUntil, ftz) + " (disruption policy)");
     const flo = bd && f.minAvailable != null && f.minAvailable < bd.floor, over = bd && f.maxTotal != null && f.maxTotal > bd.maxTotal;
     kv(dl, "min available", h("span", { class: flo ? "err" : "" }, String(f.minAvailable ?? "—"), bd ? " (floor " + bd.floor + ")" : ""));
     kv(dl, "max total", h("span", { class: over ? "err" : "" }, String(f.maxTotal ?? "—"), bd ? " (bound " + bd.maxTotal + ")" : ""));
-    if (f.extraNodeHours) kv(dl, "extra node-hours", "p50 " + f.extraNodeHours.p50 + ", p90 " + f.extraNodeHours.p90);
+    const nh = (v) => (typeof v === "number" ? v.toFixed(2) : "—");
+    if (f.extraNodeHours) kv(dl, "extra node-hours", "p50 " + nh(f.extraNodeHours.p50) + ", p90 " + nh(f.extraNodeHours.p90));
     if (f.deadlineRisk != null) kv(dl, "deadline risk", (f.deadlineRisk * 100).toFixed(1) + " %");
     kv(dl, "model", (f.runs || "?") + " runs, seed " + (f.seed ?? "?") + ", latencies from " + (f.latencySource || "?") + (f.start ? ", start " + fmtTs(f.start, tzOk(f.timezone)) : ""));
     const warns = f.warnings && f.warnings.length ? h("ul", { class: "warnings" }, f.warnings.map((wn) => h("li", null, wn))) : null;

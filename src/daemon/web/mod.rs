@@ -6,8 +6,9 @@
 //! Read-only: the page shows pause and resume only when the request that
 //! loaded it would be allowed to make them (see [`super::access`]).
 
+pub mod forecast;
+
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, Path, Query, State};
@@ -87,8 +88,7 @@ pub struct PoolPage {
     pub pool: PoolStatus,
     pub events: Vec<Stamped>,
     /// The pool's nodes as last observed.
-    #[serde(serialize_with = "shared_slice")]
-    pub nodes: Arc<Vec<PageNode>>,
+    pub nodes: Vec<PageNode>,
     /// Whether pause and resume, asked the way this page was, would be allowed.
     pub control: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,19 +97,12 @@ pub struct PoolPage {
     pub bounds: Option<PageBounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<PageWindows>,
-    /// Filled in by a forecast when one has been made for the pool.
+    /// The forecast of the roll planned or under way (see [`forecast`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forecast: Option<serde_json::Value>,
     pub daemon: DaemonInfo,
     pub config: ConfigStatus,
     pub reconcile: ReconcileStatus,
-}
-
-fn shared_slice<S: serde::Serializer, T: Serialize>(
-    v: &Arc<Vec<T>>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    v.as_slice().serialize(s)
 }
 
 /// The rollout's bounds for the pool's current size.
@@ -254,7 +247,14 @@ pub async fn pool_page(
         plan_text: latest.as_ref().and_then(|l| plan_text(l, &name)),
         bounds: entry.map(|e| PageBounds::of(&e.doc, size)),
         windows: entry.map(|e| PageWindows::of(&e.doc.spec.disruption, now)),
-        forecast: None,
+        forecast: match &latest {
+            Some(l) => {
+                s.forecasts
+                    .get(l, &name, s.feed.last_observed(&name), now)
+                    .await
+            }
+            None => None,
+        },
         pool,
         daemon: doc.daemon,
         config: doc.config,
