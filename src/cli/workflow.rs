@@ -310,10 +310,13 @@ pub(super) fn apply(
         Some(path) => EventSink::to_file(path, crate::files::Rotation::default())?,
         None => EventSink::none(),
     };
-    let latencies = crate::store::latency::LatencyRecorder::new(
+    let latencies = Arc::new(crate::store::latency::LatencyRecorder::new(
         crate::store::latency::LatencyStore::new(&state.root),
-    );
-    sink = sink.observed_by(move |e| latencies.record(e));
+    ));
+    sink = sink.observed_by({
+        let latencies = latencies.clone();
+        move |e| latencies.record(e)
+    });
     let tty = std::io::stderr().is_terminal();
     if tty {
         sink = sink.observed_by(progress_line);
@@ -356,6 +359,7 @@ pub(super) fn apply(
         stop: &stop,
     };
     let outcome = rt.block_on(apply_plan(&plan, &ctx));
+    latencies.flush();
     if stop.is_requested() {
         println!(
             "\nApply interrupted: {} step(s) done; run it again to continue.",

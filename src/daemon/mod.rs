@@ -129,6 +129,10 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     }));
     let metrics = Arc::new(Metrics::new());
     let feed = Arc::new(feed::Feed::new());
+    // Each pool's latency history, for forecasts.
+    let latencies = Arc::new(crate::store::latency::LatencyRecorder::new(
+        crate::store::latency::LatencyStore::new(&state.root),
+    ));
     let events_path = opts
         .events
         .clone()
@@ -151,9 +155,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 }
             })
             .observed_by({
-                let latencies = crate::store::latency::LatencyRecorder::new(
-                    crate::store::latency::LatencyStore::new(&state.root),
-                );
+                let latencies = latencies.clone();
                 move |e| latencies.record(e)
             }),
     );
@@ -473,6 +475,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     drop(leading_tx);
     publisher.abort();
     feed.close();
+    latencies.flush();
     if let Some(w) = watchdog {
         w.abort();
     }

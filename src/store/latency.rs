@@ -62,12 +62,23 @@ enum Step {
     Terminate,
 }
 
+/// A pool's history is written at most this often (the rest at `flush`):
+/// an event is on the rollout's path, and a write is an fsync.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+struct Held {
+    latencies: PoolLatencies,
+    /// When it was last written; `None` while nothing new awaits a write.
+    saved: Option<std::time::Instant>,
+    dirty: bool,
+}
+
 /// Watches events and adds each finished step's duration to its pool's
 /// history (an observer of the event sink, in `apply` and the daemon).
 pub struct LatencyRecorder {
     store: LatencyStore,
     open: Mutex<HashMap<(String, String, Step), Timestamp>>,
-    pools: Mutex<HashMap<String, PoolLatencies>>,
+    pools: Mutex<HashMap<String, Held>>,
 }
 
 impl LatencyRecorder {
@@ -106,14 +117,86 @@ impl LatencyRecorder {
         drop(open);
         let seconds = e.ts.duration_since(began).as_secs_f64();
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        let l = pools
-            .entry(e.pool.clone())
-            .or_insert_with(|| self.store.load(&e.pool).unwrap_or_default());
+        let held = pools.entry(e.pool.clone()).or_insert_with(|| Held {
+            latencies: self.store.load(&e.pool).unwrap_or_default(),
+            saved: None,
+            dirty: false,
+        });
+        let l = &mut held.latencies;
         match step {
             Step::Boot => l.boot.add(seconds),
             Step::Drain => l.drain.add(seconds),
             Step::Terminate => l.terminate.add(seconds),
         }
-        self.store.save(&e.pool, l);
+        held.dirty = true;
+        if held.saved.is_none_or(|t| t.elapsed() >= SAVE_EVERY) {
+            self.store.save(&e.pool, &held.latencies);
+            held.saved = Some(std::time::Instant::now());
+            held.dirty = false;
+        }
+    }
+
+    /// Write every history with samples not yet written (at the end of an
+    /// apply, when the daemon stops).
+    pub fn flush(&self) {
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        for (pool, held) in pools.iter_mut().filter(|(_, h)| h.dirty) {
+            self.store.save(pool, &held.latencies);
+            held.saved = Some(std::time::Instant::now());
+            held.dirty = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::Event;
+
+    fn event(kind: EventKind, node: &str, secs: i64) -> Event {
+        Event {
+            ts: Timestamp::from_second(1_800_000_000 + secs).unwrap(),
+            pool: "web".into(),
+            event: kind,
+            node: Some(node.into()),
+            counts: None,
+            message: String::new(),
+            revision: None,
+        }
+    }
+
+    #[test]
+    fn finished_steps_become_the_pools_history_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = LatencyRecorder::new(LatencyStore::new(dir.path()));
+        for (i, boot) in [40, 50, 60].into_iter().enumerate() {
+            let n = format!("web-{i}");
+            r.record(&event(EventKind::NodeCreateRequested, &n, 0));
+            r.record(&event(EventKind::NodeHealthy, &n, boot));
+            r.record(&event(EventKind::TerminateRequested, &n, 100));
+            r.record(&event(EventKind::NodeTerminated, &n, 105));
+        }
+        // An end without its start, and a step of another node, count for nothing.
+        r.record(&event(EventKind::NodeDrained, "web-9", 10));
+        r.flush();
+        let l = LatencyStore::new(dir.path()).load("web").unwrap();
+        assert_eq!((l.boot.count, l.terminate.count, l.drain.count), (3, 3, 0));
+        assert!((l.boot.median_seconds() - (40f64 * 50.0 * 60.0).cbrt()).abs() < 1e-6);
+        assert_eq!(l.terminate.max_seconds, 5.0);
+        // A new recorder (a restart) goes on from what was written.
+        let again = LatencyRecorder::new(LatencyStore::new(dir.path()));
+        again.record(&event(EventKind::NodeCreateRequested, "web-5", 0));
+        again.record(&event(EventKind::NodeHealthy, "web-5", 45));
+        again.flush();
+        assert_eq!(
+            LatencyStore::new(dir.path())
+                .load("web")
+                .unwrap()
+                .boot
+                .count,
+            4
+        );
+        // Only a pool name becomes a file name.
+        assert!(LatencyStore::new(dir.path()).load("../etc").is_none());
     }
 }
