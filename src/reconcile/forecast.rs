@@ -326,7 +326,10 @@ pub async fn run_once(
         let at_least = (t / poll.as_secs_f64()).floor() + 1.0;
         let k = polls.max(at_least);
         let next = start
-            .saturating_add(SignedDuration::from_secs_f64(k * poll.as_secs_f64()))
+            .saturating_add(
+                SignedDuration::try_from_secs_f64(k * poll.as_secs_f64())
+                    .unwrap_or(SignedDuration::MAX),
+            )
             .unwrap_or(now);
         if next.duration_since(start) > HORIZON {
             out.unfinished = true;
@@ -488,7 +491,7 @@ fn summarize(
     let durations = Spread::of(outcomes.iter().map(|o| o.seconds).collect());
     let at = |secs: f64| {
         start
-            .saturating_add(SignedDuration::from_secs_f64(secs))
+            .saturating_add(SignedDuration::try_from_secs_f64(secs).unwrap_or(SignedDuration::MAX))
             .unwrap_or(start)
     };
     // The median run: the one whose duration is the median's.

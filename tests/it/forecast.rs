@@ -10,7 +10,7 @@ use poolwright::clock::Clock;
 use poolwright::model::ObservedPool;
 use poolwright::plan::{self, Step};
 use poolwright::reconcile::forecast::{Case, Latencies, forecast};
-use poolwright::reconcile::{ApplyContext, EventSink, apply_plan, observe};
+use poolwright::reconcile::{EventSink, observe};
 use poolwright::spec::types::ProviderSpec;
 
 use crate::support::world::{World, block_on, pool};
@@ -82,25 +82,10 @@ fn trial(k: u64) -> Trial {
     )
     .unwrap();
 
-    // The real apply, as `poolwright apply` runs it.
+    // The real apply, as `poolwright apply` runs it (the same plan: nothing
+    // changed since it was made).
     let events = EventSink::in_memory();
-    let inventory = std::sync::Mutex::new(inventory);
-    let stop = poolwright::reconcile::Stop::new();
-    let inventory_store = poolwright::store::InventoryStore::file(w.state_dir().inventory());
-    let journal = poolwright::store::Journal::new(w.state_dir().journal_dir());
-    let ctx = ApplyContext {
-        config: &config,
-        journal: &journal,
-        override_policy: false,
-        providers: &providers,
-        inventory: &inventory,
-        inventory_store: &inventory_store,
-        events: &events,
-        clock: w.clock.as_ref(),
-        progress: &|_| {},
-        stop: &stop,
-    };
-    let outcome = block_on(apply_plan(&plan, &ctx));
+    let outcome = w.apply_with_events(&events);
     assert!(outcome.is_ok(), "{:?}", outcome.errors);
     let actual = w.clock.now().duration_since(start).as_secs_f64();
     let counts: Vec<_> = events.take().into_iter().filter_map(|e| e.counts).collect();

@@ -111,6 +111,11 @@ impl World {
 
     /// Plan and apply, as `poolwright apply --auto-approve` does.
     pub fn apply(&self) -> ApplyOutcome {
+        self.apply_with_events(&EventSink::none())
+    }
+
+    /// `apply`, reporting its events to `events`.
+    pub fn apply_with_events(&self, events: &EventSink) -> ApplyOutcome {
         let config = self.config();
         let providers = self.providers(&config);
         let inventory = self.inventory();
@@ -123,7 +128,6 @@ impl World {
         let plan = plan::plan(&config, &observed, &inventory, &self.options());
         let inventory = std::sync::Mutex::new(inventory);
         let stop = poolwright::reconcile::Stop::new();
-        let events = EventSink::none();
         let inventory_store = poolwright::store::InventoryStore::file(self.state_dir().inventory());
         let journal = poolwright::store::Journal::new(self.state_dir().journal_dir());
         let ctx = ApplyContext {
@@ -133,7 +137,7 @@ impl World {
             providers: &providers,
             inventory: &inventory,
             inventory_store: &inventory_store,
-            events: &events,
+            events,
             clock: self.clock.as_ref(),
             progress: &|_| {},
             stop: &stop,

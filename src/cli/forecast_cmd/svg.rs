@@ -70,7 +70,9 @@ pub fn draw(panels: &[Panel]) -> anyhow::Result<String> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let to = f
                 .start
-                .saturating_add(SignedDuration::from_secs_f64(end * unit))
+                .saturating_add(
+                    SignedDuration::try_from_secs_f64(end * unit).unwrap_or(SignedDuration::MAX),
+                )
                 .unwrap_or(f.start);
             let windows = crate::policy::open_intervals(disruption, f.start, to);
             let hours = |t: jiff::Timestamp| t.duration_since(f.start).as_secs_f64() / unit;
