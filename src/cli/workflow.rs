@@ -77,7 +77,7 @@ pub(super) async fn snapshot(
     })
 }
 
-fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
+pub(super) fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
     PlanOptions {
         prune: common.prune,
         now: clock.now(),

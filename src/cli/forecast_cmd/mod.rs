@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::workflow::{load, runtime, snapshot};
+use super::workflow::{load, options, runtime, snapshot};
 use super::{Common, Output, exit};
 use crate::clock::{Clock, SystemClock};
-use crate::plan::{self, PlanOptions, Step};
+use crate::plan::{self, Step};
 use crate::reconcile::forecast::{self, Case, Forecast, Latencies};
 use crate::rollout::{Budget, Settings};
 use crate::spec::Config;
@@ -455,17 +455,9 @@ pub(super) fn forecast(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let state = StateDir::new(&common.state_dir);
     let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
-    let now = clock.now();
-    let plan = plan::plan(
-        &snap.config,
-        &snap.observed,
-        &snap.inventory,
-        &PlanOptions {
-            prune: common.prune,
-            now,
-            override_disruption: false,
-        },
-    );
+    let opts = options(common, clock.as_ref());
+    let now = opts.now;
+    let plan = plan::plan(&snap.config, &snap.observed, &snap.inventory, &opts);
     let (report, text) = match forecast_plan(&snap.config, &snap, &plan, &state, req, now) {
         Ok(r) => r,
         Err(e) => {
