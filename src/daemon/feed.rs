@@ -165,11 +165,11 @@ impl Feed {
     }
 
     /// What an observation of `pool` found (`target`: its desired template).
-    pub fn observed(&self, pool: &ObservedPool, target: TemplateHash) {
+    pub fn observed(&self, pool: Arc<ObservedPool>, target: TemplateHash) {
         self.nodes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(pool.name.clone(), (Arc::new(pool.clone()), target));
+            .insert(pool.name.clone(), (pool, target));
     }
 
     /// A pool as last observed, with its desired template then.

@@ -375,19 +375,20 @@ impl Reconciler {
             let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok()).cloned();
             self.handle_pool(p, journal, &config, &providers, revision.as_ref(), now);
         }
-        for (name, pool) in &observed.pools {
+        // The observation's last use: the page's copy takes it, not a clone.
+        for (name, pool) in observed.pools {
             let target = config
                 .pools
-                .get(name)
+                .get(&name)
                 .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
                 .unwrap_or_else(|| pool.template.hash());
-            self.feed.observed(pool, target);
             self.board.observed(
-                name,
-                crate::reconcile::Counts::of(pool, target),
+                &name,
+                crate::reconcile::Counts::of(&pool, target),
                 target,
                 now,
             );
+            self.feed.observed(Arc::new(pool), target);
         }
         let known: std::collections::BTreeSet<&str> =
             plan.pools.iter().map(|p| p.pool.as_str()).collect();
