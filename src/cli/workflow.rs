@@ -23,7 +23,7 @@ fn style(common: &Common) -> Style {
 }
 
 /// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
-pub(super) fn load(dir: &Path) -> Option<Config> {
+fn load(dir: &Path) -> Option<Config> {
     let report = crate::desired_dir::load_dir(dir, &Limits::default());
     for d in &report.diagnostics {
         eprintln!("{d}");
@@ -45,7 +45,7 @@ pub(super) fn source_of(dir: &Path) -> Source {
     }
 }
 
-pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -77,7 +77,7 @@ pub(super) async fn snapshot(
     })
 }
 
-pub(super) fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
+fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
     PlanOptions {
         prune: common.prune,
         now: clock.now(),
@@ -120,6 +120,37 @@ fn record_overrides(
     Ok(())
 }
 
+/// A plan of the desired state in `dir` against the pools as observed now.
+pub(super) struct Planned {
+    pub clock: Arc<dyn Clock>,
+    pub state: StateDir,
+    pub snap: Snapshot,
+    pub plan: Plan,
+}
+
+/// Load (printing diagnostics; `None` when invalid), observe and plan, as
+/// `plan` and `forecast` both start.
+pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Option<Planned>> {
+    let Some(config) = load(dir) else {
+        return Ok(None);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let state = StateDir::new(&common.state_dir);
+    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
+    let plan = plan::plan(
+        &snap.config,
+        &snap.observed,
+        &snap.inventory,
+        &options(common, clock.as_ref()),
+    );
+    Ok(Some(Planned {
+        clock,
+        state,
+        snap,
+        plan,
+    }))
+}
+
 pub(super) fn plan(
     dir: &Path,
     common: &Common,
@@ -128,14 +159,15 @@ pub(super) fn plan(
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
-    let Some(config) = load(dir) else {
+    let Some(Planned {
+        clock,
+        state,
+        snap,
+        plan,
+    }) = load_and_plan(dir, common)?
+    else {
         return Ok(exit::FAILED);
     };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let state = StateDir::new(&common.state_dir);
-    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
-    let opts = options(common, clock.as_ref());
-    let plan = plan::plan(&snap.config, &snap.observed, &snap.inventory, &opts);
     let source = source_of(dir);
     match output {
         Output::Text => print!("{}", render_text(&plan, &source, style(common))),

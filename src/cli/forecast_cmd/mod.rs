@@ -7,13 +7,11 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::workflow::{load, options, runtime, snapshot};
+use super::workflow::{Planned, load_and_plan};
 use super::{Common, Output, exit};
-use crate::clock::{Clock, SystemClock};
 use crate::plan::{self, Step};
 use crate::reconcile::forecast::{self, Case, Forecast, Latencies};
 use crate::rollout::{Budget, Settings};
@@ -449,15 +447,16 @@ pub(super) fn forecast(
     output: Output,
     req: &Request,
 ) -> anyhow::Result<u8> {
-    let Some(config) = load(dir) else {
+    let Some(Planned {
+        clock,
+        state,
+        snap,
+        plan,
+    }) = load_and_plan(dir, common)?
+    else {
         return Ok(exit::FAILED);
     };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let state = StateDir::new(&common.state_dir);
-    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
-    let opts = options(common, clock.as_ref());
-    let now = opts.now;
-    let plan = plan::plan(&snap.config, &snap.observed, &snap.inventory, &opts);
+    let now = clock.now();
     let (report, text) = match forecast_plan(&snap.config, &snap, &plan, &state, req, now) {
         Ok(r) => r,
         Err(e) => {
