@@ -1,15 +1,42 @@
-//! The daemon's figures (BENCHMARKS.md): `poolwright run` on 1,000 simulated
-//! pools. Idle CPU between resyncs and resident memory, then the save-to-plan
-//! latency over 100 edits (file written -> the reconcile it caused starts).
+//! The daemon's figures (BENCHMARKS.md): `poolwright run` on a fleet of
+//! simulated pools (3 nodes each, one speed-1000 simulator, 10 files).
 //!
-//! cargo bench --bench daemon_idle   (POOLWRIGHT_BENCH_POOLS, _EDITS to change the sizes)
+//! 1. Convergence from empty: every pool created and every node healthy.
+//! 2. Idle: CPU (mean and the busiest second) and RSS, with the resync's
+//!    slices running as they do in service.
+//! 3. Edit latency over N edits, each changing one pool's document in one
+//!    file (atomic rename): saved -> that pool's plan starts (`plannedAt`).
+//!
+//! cargo bench --bench daemon_idle
+//!   POOLWRIGHT_BENCH_POOLS (1000), _EDITS (100), _IDLE_SECS (30), _RESYNC (5m)
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// The daemon under test, stopped on every way out of the bench (a failed
+/// assertion included): SIGTERM, then SIGKILL if it lingers.
+struct Daemon {
+    child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 fn http_get(url: &str, path: &str) -> String {
     let addr = url.trim_start_matches("http://");
@@ -24,8 +51,8 @@ fn http_get(url: &str, path: &str) -> String {
     raw.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
-fn status(url: &str) -> Value {
-    serde_json::from_str(&http_get(url, "/v1/status")).unwrap()
+fn status(url: &str, query: &str) -> Value {
+    serde_json::from_str(&http_get(url, &format!("/v1/status?{query}"))).unwrap()
 }
 
 /// utime + stime in clock ticks, and VmRSS in KiB.
@@ -48,19 +75,29 @@ fn cpu_and_rss(pid: u32) -> (u64, u64) {
     (ticks, rss)
 }
 
-fn write_pools(dir: &Path, pools: usize, files: usize, edit: usize) {
-    for f in 0..files {
-        let mut text = format!("# edit {}\n", if f == edit % files { edit } else { 0 });
-        for p in (f..pools).step_by(files) {
-            text.push_str(&format!(
-                "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{p:04}}}\nspec:\n  providerRef: sim\n  size: 3\n  template: {{image: img-1}}\n"
-            ));
-        }
-        let tmp = dir.join(format!(".pools-{f:02}.yaml.tmp"));
-        std::fs::write(&tmp, text).unwrap();
-        // An editor's atomic save.
-        std::fs::rename(&tmp, dir.join(format!("pools-{f:02}.yaml"))).unwrap();
+const FILES: usize = 10;
+
+fn pool_name(p: usize) -> String {
+    format!("pool-{p:05}")
+}
+
+/// The file holding pool `edited` is rewritten with its label set to `edit`.
+fn write_file(dir: &Path, pools: usize, f: usize, edited: Option<(usize, usize)>) {
+    let mut text = String::new();
+    for p in (f..pools).step_by(FILES) {
+        let labels = match edited {
+            Some((e, n)) if e == p => format!(", labels: {{edit: \"{n}\"}}"),
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: {}}}\nspec:\n  providerRef: sim\n  size: 3\n  template: {{image: img-1{labels}}}\n",
+            pool_name(p)
+        ));
     }
+    let tmp = dir.join(format!(".pools-{f:02}.yaml.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    // An editor's atomic save.
+    std::fs::rename(&tmp, dir.join(format!("pools-{f:02}.yaml"))).unwrap();
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -68,16 +105,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn main() {
-    let pools: usize = std::env::var("POOLWRIGHT_BENCH_POOLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let edits: usize = std::env::var("POOLWRIGHT_BENCH_EDITS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let files = 10;
+    let pools: usize = env_or("POOLWRIGHT_BENCH_POOLS", 1000);
+    let edits: usize = env_or("POOLWRIGHT_BENCH_EDITS", 100);
+    let idle_secs: u64 = env_or("POOLWRIGHT_BENCH_IDLE_SECS", 30);
+    let resync: String = env_or("POOLWRIGHT_BENCH_RESYNC", "5m".to_string());
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
@@ -86,8 +125,10 @@ fn main() {
         "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 1, speed: 1000}\n",
     )
     .unwrap();
-    write_pools(&config, pools, files, 0);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+    for f in 0..FILES {
+        write_file(&config, pools, f, None);
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
         .current_dir(tmp.path())
         .args([
             "run",
@@ -97,7 +138,7 @@ fn main() {
             "--listen",
             "127.0.0.1:0",
             "--resync",
-            "5m",
+            &resync,
         ])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -106,6 +147,7 @@ fn main() {
         .spawn()
         .unwrap();
     let pid = child.id();
+    let _daemon = Daemon { child };
     let started = Instant::now();
     let url = loop {
         if let Ok(t) = std::fs::read_to_string(tmp.path().join("state/daemon.json")) {
@@ -120,90 +162,90 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Converged: every pool created and every node healthy (no wake-ups pending).
+
+    // 1. Converged: every pool in sync with 3 healthy nodes (the totals, not
+    // a 10,000-pool document every poll).
+    let limit = Duration::from_secs(60 + pools as u64 / 10);
     loop {
-        let s = status(&url);
-        let ok = s["pools"].as_array().map(|p| {
-            p.len() == pools
-                && p.iter()
-                    .all(|p| p["state"] == "in-sync" && p["rollout"]["available"] == 3)
-        });
-        if ok == Some(true) {
+        let s = status(&url, "pools=none");
+        let t = &s["totals"];
+        if t["byState"]["in-sync"] == pools && t["nodes"]["available"] == 3 * pools {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "did not converge"
+            started.elapsed() < limit,
+            "{pools} pools did not converge in {limit:?}: {t}"
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
+    let converged = started.elapsed().as_secs_f64();
+    let planned = status(&url, "pools=none")["reconcile"]["poolsPlanned"]
+        .as_u64()
+        .unwrap();
     println!(
-        "daemon_idle: {pools} pools converged in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "daemon_idle: {pools} pools converged in {converged:.1} s ({:.1} plans per pool)",
+        planned as f64 / pools as f64
     );
     std::thread::sleep(Duration::from_secs(2));
 
-    // Idle: no edits, no resync due.
+    // 2. Idle: no edits; the resync's slices run as in service.
     let ticks_per_sec = 100.0; // USER_HZ on Linux
-    let (t0, _) = cpu_and_rss(pid);
-    let window = Duration::from_secs(20);
-    std::thread::sleep(window);
-    let (t1, rss) = cpu_and_rss(pid);
-    let cpu = (t1 - t0) as f64 / ticks_per_sec / window.as_secs_f64() * 100.0;
+    let before = status(&url, "pools=none")["reconcile"]["poolsPlanned"]
+        .as_u64()
+        .unwrap();
+    let (mut last, _) = cpu_and_rss(pid);
+    let (first, mut peak) = (last, 0u64);
+    for _ in 0..idle_secs {
+        std::thread::sleep(Duration::from_secs(1));
+        let (t, _) = cpu_and_rss(pid);
+        peak = peak.max(t - last);
+        last = t;
+    }
+    let (_, rss) = cpu_and_rss(pid);
+    let after = status(&url, "pools=none")["reconcile"]["poolsPlanned"]
+        .as_u64()
+        .unwrap();
+    let cpu = (last - first) as f64 / ticks_per_sec / idle_secs as f64 * 100.0;
     println!(
-        "daemon_idle: idle CPU {cpu:.2}% of one core over {} s, RSS {:.1} MiB",
-        window.as_secs(),
-        rss as f64 / 1024.0
+        "daemon_idle: idle CPU {cpu:.2}% of one core over {idle_secs} s (busiest second {:.0}%), RSS {:.1} MiB; the resync (--resync {resync}) planned {} pools meanwhile",
+        peak as f64 / ticks_per_sec * 100.0,
+        rss as f64 / 1024.0,
+        after - before
     );
 
-    // Save -> plan latency.
+    // 3. Edit -> plan latency: one pool's document changes in one file.
     let mut latencies = Vec::new();
-    let mut durations = Vec::new();
     for edit in 1..=edits {
-        let before = status(&url)["reconcile"]["count"].as_u64().unwrap();
+        let p = (edit * 7919) % pools;
+        let name = pool_name(p);
+        let query = format!("pool={name}");
         let saved = jiff::Timestamp::now();
-        write_pools(&config, pools, files, edit);
-        let s = loop {
-            let s = status(&url);
-            if s["reconcile"]["count"].as_u64().unwrap() > before
-                && s["reconcile"]["lastFinishedAt"].as_str()
-                    >= s["reconcile"]["lastStartedAt"].as_str()
-            {
-                break s;
+        write_file(&config, pools, p % FILES, Some((p, edit)));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let planned = loop {
+            let s = status(&url, &query);
+            if let Some(at) = s["pools"][0]["plannedAt"].as_str() {
+                let at: jiff::Timestamp = at.parse().unwrap();
+                if at > saved {
+                    break at;
+                }
             }
-            std::thread::sleep(Duration::from_millis(5));
+            assert!(
+                Instant::now() < deadline,
+                "{name} was not planned within 30 s of its edit"
+            );
+            std::thread::sleep(Duration::from_millis(2));
         };
-        let started: jiff::Timestamp = s["reconcile"]["lastStartedAt"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let finished: jiff::Timestamp = s["reconcile"]["lastFinishedAt"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        latencies.push(started.duration_since(saved).as_secs_f64() * 1000.0);
-        durations.push(finished.duration_since(started).as_secs_f64() * 1000.0);
-        std::thread::sleep(Duration::from_millis(100));
+        latencies.push(planned.duration_since(saved).as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(300));
     }
     latencies.sort_by(f64::total_cmp);
-    durations.sort_by(f64::total_cmp);
     let (_, rss_after) = cpu_and_rss(pid);
     println!(
-        "daemon_idle: save-to-plan over {edits} edits (one file of {files} rewritten by atomic rename): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        "daemon_idle: edit -> plan over {edits} edits (one pool's document in one file of {FILES}, atomic rename): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; RSS after {:.1} MiB",
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
-        latencies.last().unwrap()
-    );
-    println!(
-        "daemon_idle: reconcile of {pools} pools (load, observe, plan): p50 {:.0} ms, p99 {:.0} ms; RSS after {:.1} MiB",
-        percentile(&durations, 0.5),
-        percentile(&durations, 0.99),
+        latencies.last().unwrap(),
         rss_after as f64 / 1024.0
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
 }

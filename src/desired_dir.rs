@@ -6,11 +6,17 @@
 use std::path::{Path, PathBuf};
 
 use crate::spec::load::{IGNORE_FILE, Limits, SourceFile, is_desired_state_file};
-use crate::spec::validate::{LoadReport, load_sources};
+use crate::spec::validate::{LoadReport, ParseCache, load_sources_cached};
 use crate::spec::{Diagnostic, Pos};
 
 /// Load and validate a directory (recursively) or a single file.
 pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
+    load_dir_cached(root, limits, &mut ParseCache::default())
+}
+
+/// [`load_dir`], parsing only the files that changed since the last load
+/// with the same `cache` (the daemon's reloads).
+pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> LoadReport {
     let paths = match discover(root) {
         Ok(p) => p,
         Err(d) => {
@@ -33,7 +39,7 @@ pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
         };
     }
     let (files, mut diags) = read_files(&paths, limits);
-    let mut report = load_sources(&files, limits);
+    let mut report = load_sources_cached(&files, limits, cache);
     report.files = paths.len();
     if !diags.is_empty() {
         diags.append(&mut report.diagnostics);

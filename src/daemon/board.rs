@@ -114,6 +114,9 @@ pub struct PoolStatus {
     pub blocked_seconds: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// When this daemon last planned the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,8 +142,11 @@ pub struct ConfigStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcileStatus {
-    /// Plans computed since start.
+    /// Rounds since start: each plans the pools that were due together.
     pub count: u64,
+    /// Pool plans computed since start (a round plans one or more pools).
+    #[serde(default)]
+    pub pools_planned: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_trigger: Option<String>,
     /// When the change that caused the last plan was noticed.
@@ -150,12 +156,32 @@ pub struct ReconcileStatus {
     pub last_started_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_finished_at: Option<Timestamp>,
+    /// When the resync under way will have looked at every pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_resync_at: Option<Timestamp>,
+    /// Pools waiting to be observed and planned.
+    #[serde(default)]
+    pub queued: usize,
+    /// Pools due to be looked at later (nodes settling, a window, a retry).
+    #[serde(default)]
+    pub scheduled: usize,
+    /// Providers being asked about a batch of pools now (a provider that
+    /// does not answer holds up its own pools only, and shows here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observing: Vec<Observing>,
     /// Why the last round planned and did nothing (the journals or the
     /// inventory could not be read); absent when it got through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// An observation in flight: which provider, how many pools, since when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observing {
+    pub provider: String,
+    pub pools: usize,
+    pub since: Timestamp,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,12 +226,58 @@ pub struct StatusDoc {
     pub daemon: DaemonInfo,
     pub config: ConfigStatus,
     pub reconcile: ReconcileStatus,
+    /// Pools by state and their nodes, summed (in `/v1/status` answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totals: Option<Totals>,
     pub pools: Vec<PoolStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideStatus>,
 }
 
+/// The fleet in numbers: pools by state, and their nodes as last seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub pools: usize,
+    pub by_state: BTreeMap<String, usize>,
+    pub nodes: Counts,
+}
+
+impl Totals {
+    pub fn of(pools: &[PoolStatus]) -> Totals {
+        let mut t = Totals {
+            pools: pools.len(),
+            ..Totals::default()
+        };
+        for p in pools {
+            *t.by_state.entry(p.state.as_str().to_string()).or_default() += 1;
+            if let Some(r) = &p.rollout {
+                let (n, c) = (&mut t.nodes, &r.counts);
+                n.desired += c.desired;
+                n.total += c.total;
+                n.available += c.available;
+                n.updated += c.updated;
+                n.outdated += c.outdated;
+            }
+        }
+        t
+    }
+}
+
 impl StatusDoc {
+    /// Everything but the pools (which a caller then picks).
+    pub fn clone_without_pools(&self) -> StatusDoc {
+        StatusDoc {
+            format_version: self.format_version,
+            daemon: self.daemon.clone(),
+            config: self.config.clone(),
+            reconcile: self.reconcile.clone(),
+            totals: None,
+            pools: Vec::new(),
+            overrides: self.overrides.clone(),
+        }
+    }
+
     /// The systemd STATUS= line.
     pub fn summary(&self) -> String {
         let mut by_state: BTreeMap<PoolState, usize> = BTreeMap::new();
@@ -256,6 +328,7 @@ impl Board {
                 daemon,
                 config: ConfigStatus::default(),
                 reconcile: ReconcileStatus::default(),
+                totals: None,
                 pools: Vec::new(),
                 overrides: Vec::new(),
             }),
@@ -297,6 +370,7 @@ impl Board {
                             blocked: None,
                             blocked_seconds: 0.0,
                             last_error: None,
+                            planned_at: None,
                         },
                     );
                     i
@@ -306,9 +380,23 @@ impl Board {
         })
     }
 
-    /// Drop pools that are neither desired nor observed any more.
-    pub fn retain_pools(&self, keep: impl Fn(&str) -> bool) {
-        self.update(|doc| doc.pools.retain(|p| keep(&p.name)));
+    /// Read the status in place (no copy of every pool).
+    pub fn read<T>(&self, f: impl FnOnce(&StatusDoc) -> T) -> T {
+        f(&self.doc.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The systemd STATUS= line.
+    pub fn summary(&self) -> String {
+        self.read(StatusDoc::summary)
+    }
+
+    /// Drop a pool that is neither desired nor managed any more.
+    pub fn remove_pool(&self, name: &str) {
+        self.update(|doc| {
+            if let Ok(i) = doc.pools.binary_search_by(|p| p.name.as_str().cmp(name)) {
+                doc.pools.remove(i);
+            }
+        });
     }
 
     /// What the last observation of a pool found.

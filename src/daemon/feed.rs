@@ -204,16 +204,16 @@ impl Feed {
             .collect()
     }
 
-    /// Forget pools that are no longer known.
-    pub fn retain_pools(&self, keep: impl Fn(&str) -> bool) {
+    /// Forget a pool that is no longer known.
+    pub fn forget(&self, pool: &str) {
         self.recent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|name, _| keep(name));
+            .remove(pool);
         self.nodes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|name, _| keep(name));
+            .remove(pool);
     }
 
     /// The messages from now on, and the signal that the feed closed.
@@ -262,8 +262,6 @@ impl Feed {
             });
             published.config = Some(config);
         }
-        drop(published);
-        self.retain_pools(|name| doc.pools.iter().any(|p| p.name == name));
     }
 }
 

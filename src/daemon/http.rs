@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, Request, State};
+use axum::extract::{Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -170,6 +170,7 @@ async fn readyz(State(s): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
+    super::reconciler::project_board(&s.board, &s.metrics);
     (
         [(
             header::CONTENT_TYPE,
@@ -180,8 +181,57 @@ async fn metrics(State(s): State<HttpState>) -> Response {
         .into_response()
 }
 
-async fn status(State(s): State<HttpState>) -> Response {
-    axum::Json(s.board.snapshot()).into_response()
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusQuery {
+    /// Only this pool's entry.
+    #[serde(default)]
+    pool: Option<String>,
+    /// `none`: no pool entries (the totals only), for scripts watching a large fleet.
+    #[serde(default)]
+    pools: Option<String>,
+}
+
+/// The status; with `?pool=NAME` one pool's entry, with `?pools=none` none
+/// (the totals say how many pools are in which state). A fleet of 10,000
+/// pools is a large document; a script polling one pool should not pay for it.
+async fn status(State(s): State<HttpState>, Query(q): Query<StatusQuery>) -> Response {
+    if let Some(p) = &q.pool
+        && !crate::spec::validate::is_dns_label(p, 63)
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            "pool= must be a pool name (1 to 63 lower-case letters, digits and '-')\n",
+        )
+            .into_response();
+    }
+    let none = match q.pools.as_deref() {
+        None => false,
+        Some("none") => true,
+        Some(_) => {
+            return (StatusCode::BAD_REQUEST, "pools= takes only \"none\"\n").into_response();
+        }
+    };
+    let doc = s.board.read(|d| {
+        let mut view = super::board::StatusDoc {
+            pools: Vec::new(),
+            ..d.clone_without_pools()
+        };
+        view.totals = Some(super::board::Totals::of(&d.pools));
+        if !none {
+            view.pools = match &q.pool {
+                Some(name) => d
+                    .pools
+                    .iter()
+                    .filter(|p| &p.name == name)
+                    .cloned()
+                    .collect(),
+                None => d.pools.clone(),
+            };
+        }
+        view
+    });
+    axum::Json(doc).into_response()
 }
 
 async fn plan(State(s): State<HttpState>) -> Response {
@@ -191,7 +241,7 @@ async fn plan(State(s): State<HttpState>) -> Response {
         .unwrap_or_else(|p| p.into_inner())
         .clone()
     {
-        Some(p) => axum::Json(&p.json).into_response(),
+        Some(p) => axum::Json(p.json()).into_response(),
         None => (StatusCode::NOT_FOUND, "no plan yet\n").into_response(),
     }
 }

@@ -192,6 +192,19 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
+    /// Drop a pool's own series: it is neither desired nor managed any more.
+    pub fn forget_pool(&self, pool: &str) {
+        for state in ["pending", "healthy", "unhealthy", "terminating"] {
+            self.nodes.remove(&PoolStateLabels {
+                pool: pool.to_string(),
+                state: state.to_string(),
+            });
+        }
+        self.blocked_seconds.remove(&PoolLabels {
+            pool: pool.to_string(),
+        });
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

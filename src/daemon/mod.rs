@@ -15,7 +15,9 @@ pub mod ha;
 pub mod http;
 pub mod listen;
 pub mod metrics;
+pub mod queue;
 pub mod reconciler;
+pub mod resync;
 pub mod source;
 pub mod systemd;
 pub mod watch;
@@ -202,12 +204,14 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     metrics.leader.set(i64::from(!ha_enabled));
 
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let (observed_tx, mut observed_rx) = mpsc::unbounded_channel();
     let mut reconciler = Reconciler::new(
         Settings {
             prune: opts.prune,
             dry_run: opts.dry_run,
             parallelism: opts.parallelism,
             retry_after: opts.retry_after,
+            resync: opts.resync,
         },
         source.clone(),
         state.clone(),
@@ -217,6 +221,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         events.clone(),
         feed.clone(),
         done_tx,
+        observed_tx,
         stores,
     )?;
 
@@ -346,63 +351,70 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     let mut pulse =
         tokio::time::interval((opts.control.liveness_timeout / 4).max(Duration::from_secs(1)));
 
-    let mut pending: Option<(Trigger, Timestamp)> = Some((Trigger::Startup, started_at));
-    let mut next_resync = tokio::time::Instant::now() + opts.resync;
+    // The first load queues every pool; from then on each trigger queues the
+    // pools it concerns, and each turn of the loop starts observations of
+    // what is queued.
+    let mut reload: Option<Trigger> = Some(Trigger::Startup);
     let mut ready = false;
+    let mut status_version = u64::MAX;
+    let mut status_at = tokio::time::Instant::now();
     'turns: loop {
         heartbeat.beat();
-        if let Some((trigger, noticed)) = pending.take() {
-            if trigger == Trigger::Resync {
-                next_resync = tokio::time::Instant::now() + opts.resync;
-            }
-            // A signal ends even a round that hangs (its reads have deadlines,
-            // but a provider call may take long): workers are tasks of their
-            // own, and their journals resume them on the next start.
+        if let Some(why) = reload.take() {
+            // A signal ends even a load that hangs (its reads have deadlines).
             tokio::select! {
-                () = reconciler.reconcile(trigger, noticed) => {}
+                () = reconciler.reload(why) => {}
                 _ = term.recv() => break 'turns,
                 _ = int.recv() => break 'turns,
             }
             heartbeat.beat();
-            let resync_at = clock
-                .now()
-                .saturating_add(jiff::SignedDuration::try_from(
-                    next_resync.saturating_duration_since(tokio::time::Instant::now()),
-                )?)
-                .unwrap_or(clock.now());
-            board.update(|d| d.reconcile.next_resync_at = Some(resync_at));
-            let snapshot = board.snapshot();
-            let summary = snapshot.summary();
-            if !ready {
-                // Up and serving status after the first round, even when the
-                // desired state is invalid (status says so; /readyz stays 503
-                // until one loads), so systemd does not restart it in a loop.
-                ready = true;
-                systemd::ready(&summary);
-            } else {
-                systemd::status(&summary);
-            }
-            if snapshot.config.valid && !snapshot.daemon.ready {
-                board.update(|d| d.daemon.ready = true);
-            }
         }
-        // Sleep until the resync, or something due sooner (a window opening, a retry).
-        let wake = reconciler
-            .wake_at()
-            .map(|t| {
-                let secs = t.duration_since(clock.now()).as_secs_f64().max(0.0);
-                tokio::time::Instant::now() + Duration::from_secs_f64(secs)
-            })
-            .filter(|w| *w < next_resync);
-        let trigger = tokio::select! {
+        if reconciler.promote_due() {
+            reload = Some(Trigger::Resync);
+            continue;
+        }
+        reconciler.dispatch();
+        reconciler.publish();
+        if !ready && (reconciler.first_pass_done() || !board.read(|d| d.config.valid)) {
+            // Up and serving status after the first look at every pool, or
+            // when the desired state is invalid (status says so; /readyz
+            // stays 503 until one loads), so systemd does not restart it in a loop.
+            ready = true;
+            systemd::ready(&board.summary());
+            status_version = board.version();
+        }
+        if board.read(|d| d.config.valid && !d.daemon.ready) && reconciler.first_pass_done() {
+            board.update(|d| d.daemon.ready = true);
+        }
+        // The STATUS= line follows the board, at most once a second.
+        if ready
+            && board.version() != status_version
+            && status_at.elapsed() >= Duration::from_secs(1)
+        {
+            status_version = board.version();
+            status_at = tokio::time::Instant::now();
+            systemd::status(&board.summary());
+        }
+        // Sleep until something is due (a pool's look, a resync slice), the
+        // views are due to be assembled, or a trigger comes.
+        let due = reconciler.next_due().map(|t| {
+            let secs = t
+                .duration_since(clock.now())
+                .as_secs_f64()
+                .clamp(0.0, 86_400.0);
+            tokio::time::Instant::now() + Duration::from_secs_f64(secs)
+        });
+        let publish = reconciler.publish_due().map(tokio::time::Instant::from_std);
+        tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading the desired state");
-                Some(Trigger::Reload)
+                reload = Some(Trigger::Reload);
             }
-            Some(done) = done_rx.recv() => reconciler.finished(done).await.then_some(Trigger::PoolDone),
-            Some(request) = control_rx.recv() => reconciler.control(request).await.then_some(Trigger::Control),
+            Some(o) = observed_rx.recv() => reconciler.observed(o).await,
+            Some(done) = done_rx.recv() => reconciler.finished(done).await,
+            Some(request) = control_rx.recv() => reconciler.control(request).await,
             Ok(()) = leading_rx.changed(), if ha_enabled => {
                 let now = leading_rx.borrow_and_update().clone();
                 if now.leader {
@@ -412,23 +424,22 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 }
                 metrics.leader.set(i64::from(now.leader));
                 reconciler.set_leading(now.leader, now.note);
-                Some(Trigger::Leadership)
+                reload = Some(Trigger::Leadership);
             }
-            Some(()) = files_rx.recv() => reconciler.files_changed().then_some(Trigger::Files),
-            _ = tokio::time::sleep_until(next_resync) => Some(Trigger::Resync),
-            _ = tokio::time::sleep_until(wake.unwrap_or(next_resync)), if wake.is_some() => Some(Trigger::Wake),
-            _ = pulse.tick() => None,
-        };
-        let noticed = clock.now();
-        // Coalesce whatever else is already queued into this one round.
-        let mut trigger = trigger;
+            Some(()) = files_rx.recv() => {
+                if reconciler.files_changed() {
+                    reload = Some(Trigger::Files);
+                }
+            }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {}
+            _ = tokio::time::sleep_until(publish.unwrap_or_else(tokio::time::Instant::now)), if publish.is_some() => {}
+            _ = pulse.tick() => {}
+        }
+        // Coalesce change notices already queued into this one load.
         while let Ok(()) = files_rx.try_recv() {
             if reconciler.files_changed() {
-                trigger = Some(trigger.map_or(Trigger::Files, |t| t.merge(Trigger::Files)));
+                reload = Some(reload.map_or(Trigger::Files, |t| t.merge(Trigger::Files)));
             }
-        }
-        if let Some(t) = trigger {
-            pending = Some((t, noticed));
         }
     }
 
@@ -446,9 +457,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
     let drained = tokio::time::timeout(opts.shutdown_grace, async {
         while reconciler.busy_pools() > 0 {
             match done_rx.recv().await {
-                Some(done) => {
-                    reconciler.finished(done).await;
-                }
+                Some(done) => reconciler.finished(done).await,
                 None => break,
             }
         }

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use crate::desired_dir::load_dir;
+use crate::desired_dir::load_dir_cached;
 use crate::gitrev;
 use crate::plan::render::Revision;
 use crate::spec::load::{IGNORE_FILE, SourceFile, is_desired_state_file};
-use crate::spec::validate::load_sources;
+use crate::spec::validate::{ParseCache, load_sources_cached};
 use crate::spec::{Diagnostic, Limits, LoadReport, Pos};
 
 #[derive(Clone, Debug)]
@@ -72,10 +72,12 @@ impl ConfigSource {
         }
     }
 
-    pub fn load(&self, limits: &Limits) -> Loaded {
+    /// Load the desired state, parsing again only the files that changed
+    /// since the last load with `cache`.
+    pub fn load(&self, limits: &Limits, cache: &mut ParseCache) -> Loaded {
         match self {
             ConfigSource::WorkTree { dir } => Loaded {
-                report: load_dir(dir, limits),
+                report: load_dir_cached(dir, limits, cache),
                 revision: gitrev::revision(dir),
             },
             ConfigSource::GitHead { dir } => match read_head(dir, limits) {
@@ -94,7 +96,7 @@ impl ConfigSource {
                     revision: Some(revision),
                 },
                 Ok((files, revision)) => Loaded {
-                    report: load_sources(&files, limits),
+                    report: load_sources_cached(&files, limits, cache),
                     revision: Some(revision),
                 },
                 Err(e) => Loaded {

@@ -11,7 +11,7 @@ pub mod render;
 
 pub use attributes::{AttrChange, Value};
 pub use digest::{config_digest, observed_digest, work_key};
-pub use planner::{Observed, PlanOptions, plan};
+pub use planner::{Observed, PlanOptions, plan, plan_one};
 
 use serde::{Deserialize, Serialize};
 

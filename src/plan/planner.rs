@@ -64,6 +64,24 @@ pub fn plan(
     Plan { pools }
 }
 
+/// One pool's plan, as [`plan`] would make it: a pool of the files, or a
+/// managed pool no longer in them. `None` for a pool that is neither (it is
+/// not the planner's any more). The daemon plans the pools that are due with
+/// this, one at a time, and assembles the fleet's plan from the results.
+pub fn plan_one(
+    config: &Config,
+    observed: &Observed,
+    inventory: &Inventory,
+    opts: &PlanOptions,
+    name: &str,
+) -> Option<PoolPlan> {
+    match (config.pools.get(name), inventory.pools.get(name)) {
+        (Some(e), entry) => Some(plan_pool(&e.doc, observed, entry, opts)),
+        (None, Some(entry)) => Some(plan_missing(name, entry, config, observed, opts)),
+        (None, None) => None,
+    }
+}
+
 fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String>) -> PoolPlan {
     PoolPlan {
         pool: pool.to_string(),

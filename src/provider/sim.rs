@@ -7,8 +7,10 @@
 //! observing the fleet only compares them with the clock. So runs are
 //! reproducible, observation never writes, and a virtual clock drives everything.
 //!
-//! The fleet persists as JSON under the state directory (atomic replace), so a
-//! `plan` after `apply` in another process sees what was done.
+//! The fleet persists as JSON under the state directory (`NAME.json`, replaced
+//! atomically, with a log of the changes since in `NAME.log.jsonl` once the
+//! fleet is large), so a `plan` after `apply` in another process sees what
+//! was done.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +30,7 @@ use crate::model::{
     Bounds, InPlace, Node, NodeState, NodeTemplate, ObservedPool, PoolSpec, TemplateHash,
 };
 use crate::spec::types::{Distribution, SimProvider as SimSettings};
-use crate::store::atomic_write;
+use crate::store::snapshot_log::{self, SnapshotLog};
 
 const FORMAT: u32 = 1;
 
@@ -45,6 +47,37 @@ struct Fleet {
     audited: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_call: Option<(Timestamp, String)>,
+    /// Where its snapshot and change log stand.
+    #[serde(skip)]
+    persisted: SnapshotLog,
+}
+
+/// One mutation in the change log: the pool it changed, whole (`None`:
+/// deleted), and the fleet's counters after it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Change<P> {
+    pool: String,
+    state: Option<P>,
+    next_serial: u64,
+    audited: u64,
+    last_call: Option<(Timestamp, String)>,
+}
+
+impl Fleet {
+    fn apply(&mut self, c: Change<SimPool>) {
+        match c.state {
+            Some(p) => {
+                self.pools.insert(c.pool, p);
+            }
+            None => {
+                self.pools.remove(&c.pool);
+            }
+        }
+        self.next_serial = c.next_serial;
+        self.audited = c.audited;
+        self.last_call = c.last_call;
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -145,11 +178,23 @@ impl Sim {
                 // process saving and auditing a mutation (a `plan` beside a
                 // running daemon must not see the save without its line).
                 let _held = AuditLock::take(p);
-                let bytes = crate::files::read_regular(p, 256 * 1024 * 1024)
-                    .map_err(|e| anyhow::anyhow!("reading simulator state {}: {e}", p.display()))?;
-                let fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
+                let read = snapshot_log::read(p, 256 * 1024 * 1024, |line| {
+                    serde_json::from_slice::<Change<serde::de::IgnoredAny>>(line).is_ok()
+                })
+                .map_err(|e| anyhow::anyhow!("simulator state: {e}"))?;
+                let bytes = read.snapshot.ok_or_else(|| {
+                    anyhow::anyhow!("reading simulator state {}: it is gone", p.display())
+                })?;
+                let mut fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
                     anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display())
                 })?;
+                for record in &read.records {
+                    let change: Change<SimPool> = serde_json::from_slice(record).map_err(|e| {
+                        anyhow::anyhow!("simulator change log of {} is corrupt: {e}", p.display())
+                    })?;
+                    fleet.apply(change);
+                }
+                fleet.persisted = read.state;
                 anyhow::ensure!(
                     fleet.format == FORMAT,
                     "simulator state {} has format {}, this release reads {FORMAT}",
@@ -181,12 +226,29 @@ impl Sim {
         self.fleet.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn save(&self, fleet: &Fleet) -> Result<()> {
+    /// Persist a mutation of `pool`: one record in the change log, or the
+    /// whole fleet when it is small or the log has grown as large.
+    fn save(&self, fleet: &mut Fleet, pool: &str) -> Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let bytes = serde_json::to_vec(fleet).expect("the fleet serializes");
-        atomic_write(path, &bytes).map_err(|e| {
+        let mut persisted = std::mem::take(&mut fleet.persisted);
+        let written = persisted.persist(
+            path,
+            || serde_json::to_vec(&*fleet).expect("the fleet serializes"),
+            || {
+                serde_json::to_vec(&Change {
+                    pool: pool.to_string(),
+                    state: fleet.pools.get(pool),
+                    next_serial: fleet.next_serial,
+                    audited: fleet.audited,
+                    last_call: fleet.last_call.clone(),
+                })
+                .expect("a change serializes")
+            },
+        );
+        fleet.persisted = persisted;
+        written.map_err(|e| {
             ProviderError::new(
                 "SaveState",
                 ErrorKind::Unavailable,
@@ -495,7 +557,7 @@ impl Sim {
         fleet.audited += 1;
         fleet.last_call = Some((now, call.clone()));
         let _held = self.path.as_deref().map(AuditLock::take);
-        self.save(&fleet)?;
+        self.save(&mut fleet, pool)?;
         self.audit(now, &call);
         Ok(out)
     }

@@ -238,15 +238,16 @@ async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
     Some(Counts::of(&pool, desired))
 }
 
-/// Change the inventory and save it (saves are ordered; each writes the
-/// inventory as it is when its turn comes).
+/// Change `pool`'s inventory entry and save it (saves are ordered; each
+/// writes the entry as it is when its turn comes).
 async fn update_inventory(
     ctx: &ApplyContext<'_>,
+    pool: &str,
     change: impl FnOnce(&mut Inventory),
 ) -> Result<(), StepError> {
     change(&mut ctx.inventory.lock().unwrap_or_else(|p| p.into_inner()));
     ctx.inventory_store
-        .save(ctx.inventory)
+        .save(ctx.inventory, pool)
         .await
         .map_err(StepError::Inventory)
 }
@@ -292,7 +293,7 @@ async fn run_step(
         Step::CreatePool { spec } => done(
             async {
                 // Intent first: ours before it exists.
-                update_inventory(ctx, |inv| {
+                update_inventory(ctx, pool, |inv| {
                     inv.pools.insert(
                         pool.to_string(),
                         InventoryEntry {
@@ -306,7 +307,7 @@ async fn run_step(
                 .await?;
                 let spec: &PoolSpec = spec;
                 if let Err(e) = with_retry(ctx.clock, || provider.create_pool(spec, key)).await {
-                    update_inventory(ctx, |inv| {
+                    update_inventory(ctx, pool, |inv| {
                         inv.pools.remove(pool);
                     })
                     .await?;
@@ -321,7 +322,7 @@ async fn run_step(
                 with_retry(ctx.clock, || provider.delete_pool(pool, key))
                     .await
                     .map_err(err)?;
-                update_inventory(ctx, |inv| {
+                update_inventory(ctx, pool, |inv| {
                     inv.pools.remove(pool);
                 })
                 .await
@@ -329,7 +330,7 @@ async fn run_step(
             .await,
         ),
         Step::Forget => done(
-            update_inventory(ctx, |inv| {
+            update_inventory(ctx, pool, |inv| {
                 inv.pools.remove(pool);
             })
             .await,
@@ -339,7 +340,7 @@ async fn run_step(
                 .await
                 .map_err(err)?;
             done(
-                update_inventory(ctx, |inv| {
+                update_inventory(ctx, pool, |inv| {
                     inv.pools.insert(
                         pool.to_string(),
                         InventoryEntry {
@@ -503,7 +504,7 @@ async fn record_applied(
     let Some(pool) = observed.into_iter().next() else {
         return Ok(());
     };
-    update_inventory(ctx, |inv| {
+    update_inventory(ctx, &p.pool, |inv| {
         if let Some(entry) = inv.pools.get_mut(&p.pool) {
             entry.prevent_destroy = p.prevent_destroy;
             entry.last_applied = Some(AppliedState {

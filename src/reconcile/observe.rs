@@ -31,38 +31,56 @@ pub async fn observe(
     }
     let mut observed = Observed::default();
     for (provider, names) in wanted {
-        if let Some(err) = providers.failed.get(provider) {
-            observed
-                .unreachable
-                .insert(provider.to_string(), err.clone());
-            continue;
-        }
-        let Some(p) = providers.get(provider) else {
-            continue; // a provider no longer in the files: its pools are left alone
-        };
         let names: Vec<String> = names.into_iter().collect();
-        let batch = p.capabilities().describe_batch.max(1);
-        let mut answered = true;
-        for chunk in names.chunks(batch) {
-            match with_retry(clock, || p.describe_pools(chunk)).await {
-                Ok(pools) => {
-                    for pool in pools {
-                        observed.pools.insert(pool.name.clone(), pool);
-                    }
-                }
-                Err(e) => {
-                    observed
-                        .unreachable
-                        .insert(provider.to_string(), e.to_string());
-                    answered = false;
-                    break;
+        let part = observe_pools(config, provider, &names, providers, clock).await;
+        observed.pools.extend(part.pools);
+        observed.unreachable.extend(part.unreachable);
+        observed.reimaging.extend(part.reimaging);
+    }
+    observed
+}
+
+/// Ask one provider about some of its pools, in batches of its describe
+/// size, then see those attached to a cluster through it. The daemon
+/// observes the pools that are due this way, never the whole fleet per event.
+pub async fn observe_pools(
+    config: &Config,
+    provider: &str,
+    names: &[String],
+    providers: &Providers,
+    clock: &dyn Clock,
+) -> Observed {
+    let mut observed = Observed::default();
+    if let Some(err) = providers.failed.get(provider) {
+        observed
+            .unreachable
+            .insert(provider.to_string(), err.clone());
+        return observed;
+    }
+    let Some(p) = providers.get(provider) else {
+        return observed; // a provider no longer in the files: its pools are left alone
+    };
+    let batch = p.capabilities().describe_batch.max(1);
+    let mut answered = true;
+    for chunk in names.chunks(batch) {
+        match with_retry(clock, || p.describe_pools(chunk)).await {
+            Ok(pools) => {
+                for pool in pools {
+                    observed.pools.insert(pool.name.clone(), pool);
                 }
             }
+            Err(e) => {
+                observed
+                    .unreachable
+                    .insert(provider.to_string(), e.to_string());
+                answered = false;
+                break;
+            }
         }
-        // Capabilities are known once the provider answered (a plug-in says them).
-        if answered && p.capabilities().reimage {
-            observed.reimaging.insert(provider.to_string());
-        }
+    }
+    // Capabilities are known once the provider answered (a plug-in says them).
+    if answered && p.capabilities().reimage {
+        observed.reimaging.insert(provider.to_string());
     }
     attach_clusters(config, providers, &mut observed).await;
     observed
@@ -74,9 +92,9 @@ pub async fn observe(
 /// executor connects again and refuses to replace nodes without it).
 async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut Observed) {
     let mut by_cluster: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
-    for (name, e) in &config.pools {
-        if let Some(c) = &e.doc.spec.cluster_ref
-            && observed.pools.contains_key(name)
+    for name in observed.pools.keys() {
+        if let Some(e) = config.pools.get(name)
+            && let Some(c) = &e.doc.spec.cluster_ref
         {
             by_cluster
                 .entry((c.as_str(), e.doc.spec.provider_ref.as_str()))

@@ -4,7 +4,7 @@
 //! Every check runs even after another fails, so one `validate` run reports every
 //! problem. A config with any error is never returned: nothing can act on it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::load::{self, Document, Limits, SourceFile, Sourced};
@@ -53,13 +53,51 @@ impl LoadReport {
 
 /// Parse and validate files already in memory (a working tree, a git tree, a fuzzer).
 pub fn load_sources(files: &[SourceFile], limits: &Limits) -> LoadReport {
+    load_sources_cached(files, limits, &mut ParseCache::default())
+}
+
+/// What each file parsed to, kept between loads of a long-running process:
+/// a file whose bytes did not change is not parsed again (an edit to one
+/// file of ten re-parses one), and every document is validated as ever.
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    files: HashMap<String, Parsed>,
+}
+
+#[derive(Debug)]
+struct Parsed {
+    bytes: Vec<u8>,
+    docs: Vec<Sourced>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// [`load_sources`], parsing only files whose name or bytes are new to `cache`.
+/// The cache keeps the files of this load only.
+pub fn load_sources_cached(
+    files: &[SourceFile],
+    limits: &Limits,
+    cache: &mut ParseCache,
+) -> LoadReport {
     let mut diags = Vec::new();
     let mut docs = Vec::new();
+    let mut kept = HashMap::with_capacity(files.len());
     for file in files {
-        let (mut d, mut problems) = load::parse_file(file, limits);
-        docs.append(&mut d);
-        diags.append(&mut problems);
+        let parsed = match cache.files.remove(&file.display) {
+            Some(p) if p.bytes == file.bytes => p,
+            _ => {
+                let (docs, diagnostics) = load::parse_file(file, limits);
+                Parsed {
+                    bytes: file.bytes.clone(),
+                    docs,
+                    diagnostics,
+                }
+            }
+        };
+        docs.extend(parsed.docs.iter().cloned());
+        diags.extend(parsed.diagnostics.iter().cloned());
+        kept.insert(file.display.clone(), parsed);
     }
+    cache.files = kept;
     let documents = docs.len() + diags.len();
     let config = validate(docs, &mut diags);
     diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));

@@ -1,10 +1,12 @@
 //! Keeping the inventory (`model::inventory`): `STATE/inventory.json`,
-//! replaced atomically, or a ConfigMap beside the Lease with `--ha`.
+//! replaced atomically (with the changes since in `inventory.log.jsonl`
+//! once it is large, see `snapshot_log`), or a ConfigMap beside the Lease
+//! with `--ha`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::atomic_write;
+use super::snapshot_log::{self, SnapshotLog};
 use crate::cluster::store::ClusterStore;
 pub use crate::model::inventory::{AppliedState, Inventory, InventoryEntry, Origin};
 
@@ -37,20 +39,37 @@ impl Inventory {
 
     /// Read the inventory; a missing file is an empty inventory, a corrupt one an error.
     pub fn load(path: &Path) -> anyhow::Result<Inventory> {
-        match crate::files::read_regular(path, 64 * 1024 * 1024) {
-            Ok(bytes) => Inventory::parse(&bytes, &path.display()),
-            Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(Inventory::empty())
-            }
-            Err(e) => anyhow::bail!("reading inventory {}: {e}", path.display()),
-        }
+        Ok(Inventory::load_logged(path)?.0)
     }
 
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let bytes = self.to_json()?;
-        atomic_write(path, &bytes)
-            .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
+    /// The inventory, with where its snapshot and change log stand.
+    fn load_logged(path: &Path) -> anyhow::Result<(Inventory, SnapshotLog)> {
+        let read = snapshot_log::read(path, 64 * 1024 * 1024, |line| {
+            serde_json::from_slice::<Change<serde::de::IgnoredAny>>(line).is_ok()
+        })
+        .map_err(|e| anyhow::anyhow!("inventory: {e}"))?;
+        let Some(bytes) = &read.snapshot else {
+            return Ok((Inventory::empty(), read.state));
+        };
+        let mut inv = Inventory::parse(bytes, &path.display())?;
+        for record in &read.records {
+            let change: Change<InventoryEntry> = serde_json::from_slice(record).map_err(|e| {
+                anyhow::anyhow!("inventory change log of {} is corrupt: {e}", path.display())
+            })?;
+            match change.entry {
+                Some(e) => inv.pools.insert(change.pool, e),
+                None => inv.pools.remove(&change.pool),
+            };
+        }
+        Ok((inv, read.state))
     }
+}
+
+/// One change in the inventory's log: a pool's entry, whole (`None`: forgotten).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Change<E> {
+    pool: String,
+    entry: Option<E>,
 }
 
 enum Home {
@@ -58,33 +77,44 @@ enum Home {
     Cluster(Arc<ClusterStore>),
 }
 
+/// Whose turn it is to save, and (in a file) where snapshot and log stand.
+#[derive(Default)]
+struct Turn {
+    log: Option<SnapshotLog>,
+}
+
 /// Where the inventory is kept: `STATE/inventory.json`, or (with `run --ha
 /// kubernetes`) a ConfigMap beside the Lease, written only by the lease holder.
 pub struct InventoryStore {
     home: Home,
-    /// Saves happen one at a time, each of a copy taken once it is its turn,
-    /// so a slower save never writes an older inventory over a newer one.
-    order: tokio::sync::Mutex<()>,
+    /// Saves happen one at a time, each of what the inventory holds once it
+    /// is its turn, so a slower save never writes an older entry over a newer one.
+    order: tokio::sync::Mutex<Turn>,
 }
 
 impl InventoryStore {
     pub fn file(path: PathBuf) -> Self {
         InventoryStore {
             home: Home::File(path),
-            order: tokio::sync::Mutex::new(()),
+            order: tokio::sync::Mutex::new(Turn::default()),
         }
     }
 
     pub fn cluster(store: Arc<ClusterStore>) -> Self {
         InventoryStore {
             home: Home::Cluster(store),
-            order: tokio::sync::Mutex::new(()),
+            order: tokio::sync::Mutex::new(Turn::default()),
         }
     }
 
     pub async fn load(&self) -> anyhow::Result<Inventory> {
         match &self.home {
-            Home::File(path) => Inventory::load(path),
+            Home::File(path) => {
+                let mut turn = self.order.lock().await;
+                let (inv, log) = Inventory::load_logged(path)?;
+                turn.log = Some(log);
+                Ok(inv)
+            }
             Home::Cluster(store) => {
                 let name = store.inventory_name();
                 match store.read(&name).await? {
@@ -95,13 +125,41 @@ impl InventoryStore {
         }
     }
 
-    /// Save what `inventory` holds now.
-    pub async fn save(&self, inventory: &Mutex<Inventory>) -> anyhow::Result<()> {
-        let _turn = self.order.lock().await;
-        let snapshot = inventory.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    /// Save what `inventory` holds now for `pool`, the entry just changed:
+    /// in a file, one record (or the whole inventory, when it is small or
+    /// its log has grown as large); in the cluster, the whole ConfigMap.
+    pub async fn save(&self, inventory: &Mutex<Inventory>, pool: &str) -> anyhow::Result<()> {
+        let mut turn = self.order.lock().await;
         match &self.home {
-            Home::File(path) => snapshot.save(path),
+            Home::File(path) => {
+                if turn.log.is_none() {
+                    // Saved before it was ever loaded here: learn where the files stand.
+                    turn.log = Some(Inventory::load_logged(path)?.1);
+                }
+                let log = turn.log.as_mut().expect("set above");
+                // What to write is taken under the inventory's lock; the
+                // writing (and its sync) happens after it is released.
+                let (record, snapshot) = {
+                    let inventory = inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    let record = serde_json::to_vec(&Change {
+                        pool: pool.to_string(),
+                        entry: inventory.pools.get(pool),
+                    })?;
+                    let snapshot = if log.would_append(record.len()) {
+                        None
+                    } else {
+                        Some(inventory.to_json()?)
+                    };
+                    (record, snapshot)
+                };
+                match snapshot {
+                    None => log.append(path, &record),
+                    Some(bytes) => log.compact(path, &bytes),
+                }
+                .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
+            }
             Home::Cluster(store) => {
+                let snapshot = inventory.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let body = String::from_utf8(snapshot.to_json()?).expect("JSON is UTF-8");
                 store.write(&store.inventory_name(), None, body).await
             }

@@ -11,6 +11,7 @@ mod support;
 mod cli;
 mod crash_resume;
 mod daemon;
+mod daemon_fleet;
 mod disruption_override;
 mod forecast;
 mod hardening;

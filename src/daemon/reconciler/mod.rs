@@ -1,38 +1,56 @@
-//! The reconcile loop: every trigger (a saved file, a commit, SIGHUP, the
-//! periodic resync, a pool's worker finishing, a human's pause) leads to one
-//! load-observe-plan round; pools with changes get a worker each, bounded in
-//! number, one per pool. A new desired state for a pool whose worker is running
-//! stops that worker at a safe point and starts a new one, whose executor
-//! supersedes the journal's rollout.
+//! The reconcile loop, one pool at a time. Every trigger queues the pools it
+//! concerns (a saved file or a commit: the pools whose documents changed; a
+//! worker ending, a pause: that pool; nodes booting, a window opening, a
+//! retry: that pool, when due; the resync: the next slice of the fleet).
+//! Each provider's queued pools are observed together in batched calls, one
+//! observation in flight per provider, and planned one by one; pools with
+//! changes get a worker each, bounded in number per provider. A new desired
+//! state for a pool whose worker is running stops that worker at a safe point
+//! and starts a new one, whose executor supersedes the journal's rollout.
+//! The fleet-wide views (status, `/v1/plan`, the plan text) are assembled
+//! from the pools' latest results, never recomputed for the fleet.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+mod batch;
 mod projection;
+mod publish;
 mod reload;
 mod workers;
 
-use super::board::{BlockedStatus, Board, LastError, PoolState};
+pub use batch::Observation;
+pub use projection::project_board;
+
+use super::board::{BlockedStatus, Board, LastError, Observing, PoolState};
 use super::decision::{self, PoolAction, PoolFacts};
 use super::feed::Feed;
-use super::metrics::{Metrics, ReconcileLabels};
+use super::metrics::Metrics;
+use super::queue::WorkQueue;
 use super::source::ConfigSource;
 use crate::clock::Clock;
 use crate::model::EventKind;
-use crate::model::{NodeState, PoolSpec};
-use crate::plan::render::{Revision, Source, Style, render_text};
-use crate::plan::{self, Plan, PlanOptions, PoolPlan};
+use crate::plan::render::{Revision, Source};
+use crate::plan::{self, Plan, PoolPlan};
 use crate::provider::Providers;
 use crate::reconcile::apply::describe_step;
-use crate::reconcile::{ApplyOutcome, EventSink, Stop, observe};
+use crate::reconcile::{ApplyOutcome, EventSink, Stop};
 use crate::rollout::RolloutState;
 use crate::spec::Config;
 use crate::store::Journal;
 use crate::store::{Inventory, InventoryStore, StateDir};
+
+/// The most pools one observation takes from a provider's queue: a batch
+/// large enough that a fleet is observed in few calls, small enough that a
+/// pool queued behind it (an edit) waits little.
+const OBSERVE_MAX: usize = 1_000;
+
+/// How often, at most, the fleet-wide views are assembled while pools change.
+const PUBLISH_EVERY: Duration = Duration::from_millis(500);
 
 /// What caused a reconcile (a label on the reconciles metric).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +147,8 @@ pub struct Settings {
     /// A pool whose worker just finished is not started again (same desired
     /// state) before this, so a pool that cannot converge does not spin.
     pub retry_after: Duration,
+    /// Every pool is looked at again within this (`--resync`), a slice at a time.
+    pub resync: Duration,
 }
 
 /// Where the journal and the inventory live.
@@ -149,14 +169,23 @@ struct InForce {
     revision: Option<Revision>,
 }
 
-/// The latest plan and what it was made from (`/v1/plan`, the web page).
+/// The latest plan and what it was made from (`/v1/plan`, the web page),
+/// assembled from each pool's latest plan.
 pub struct Latest {
-    pub json: serde_json::Value,
     pub plan: Plan,
     pub source: Source,
     pub config: Arc<Config>,
     /// Each provider's poll interval (what a forecast's executor looks at).
-    pub polls: std::collections::BTreeMap<String, Duration>,
+    pub polls: BTreeMap<String, Duration>,
+    json: OnceLock<serde_json::Value>,
+}
+
+impl Latest {
+    /// The plan as `plan -o json` prints it (rendered on first use).
+    pub fn json(&self) -> &serde_json::Value {
+        self.json
+            .get_or_init(|| plan::render::render_json(&self.plan, &self.source))
+    }
 }
 
 pub type LatestPlan = Arc<Mutex<Option<Arc<Latest>>>>;
@@ -165,6 +194,15 @@ struct Worker {
     key: String,
     provider: String,
     stop: Stop,
+}
+
+/// Where the resync stands: the last pool it queued, and when the next slice is due.
+struct ResyncState {
+    interval: Duration,
+    cursor: Option<String>,
+    next: Timestamp,
+    /// When the current cycle started (the fleet is looked at by `started + interval`).
+    started: Timestamp,
 }
 
 pub struct Reconciler {
@@ -191,6 +229,8 @@ pub struct Reconciler {
     in_force: Option<InForce>,
     /// HEAD when the desired state was last loaded (git mode).
     head: Option<String>,
+    /// What each file parsed to at the last load (an edit re-parses its file only).
+    parse_cache: Arc<Mutex<crate::spec::validate::ParseCache>>,
     workers: HashMap<String, Worker>,
     /// Pauses asked for while the pool's worker was running.
     deferred: HashMap<String, (ControlAction, String)>,
@@ -201,14 +241,31 @@ pub struct Reconciler {
     /// Pools whose block this daemon announced itself (no rollout under way
     /// to announce it): only these get the daemon's `resumed_in_window`; the
     /// executor reports its own, so each reopening is told once.
-    announced_blocked: std::collections::HashSet<String>,
-    semaphore: Arc<Semaphore>,
+    announced_blocked: HashSet<String>,
+    /// Workers at once, per provider: a provider whose calls hang holds up
+    /// only its own pools.
+    semaphores: HashMap<String, Arc<Semaphore>>,
     done_tx: mpsc::UnboundedSender<Done>,
+    /// Pools waiting to be observed and planned, and pools due later.
+    queue: WorkQueue,
+    /// Providers with an observation in flight (one each): how many pools, since when.
+    observing: BTreeMap<String, (usize, Timestamp)>,
+    observed_tx: mpsc::UnboundedSender<Observation>,
+    /// Counts what happened to pools (a worker started or ended, a pause): an
+    /// observation begun before a pool's last change is not acted on.
+    seq: u64,
+    pool_seq: HashMap<String, u64>,
+    /// Each pool's latest plan: the fleet's plan is assembled from these.
+    plans: BTreeMap<String, PoolPlan>,
+    /// The plans changed since they were last assembled.
+    plans_dirty: bool,
+    last_published: Option<Instant>,
     last_logged_plan: Option<String>,
     /// The latest plan, for `/v1/plan` and the web page.
     pub latest_plan: LatestPlan,
-    /// Earliest instant something becomes due (a window opens, a retry).
-    wake_at: Option<Timestamp>,
+    resync: ResyncState,
+    /// The first look at every pool after start has ended.
+    first_pass_done: bool,
 }
 
 impl Reconciler {
@@ -223,10 +280,21 @@ impl Reconciler {
         events: Arc<EventSink>,
         feed: Arc<Feed>,
         done_tx: mpsc::UnboundedSender<Done>,
+        observed_tx: mpsc::UnboundedSender<Observation>,
         stores: Stores,
     ) -> anyhow::Result<Reconciler> {
+        let now = clock.now();
+        let end = now
+            .saturating_add(SignedDuration::try_from(settings.resync).unwrap_or_default())
+            .unwrap_or(now);
+        board.update(|d| d.reconcile.next_resync_at = Some(end));
         Ok(Reconciler {
-            semaphore: Arc::new(Semaphore::new(settings.parallelism.max(1))),
+            resync: ResyncState {
+                interval: settings.resync,
+                cursor: None,
+                next: now,
+                started: now,
+            },
             settings,
             source,
             journal: Arc::new(stores.journal),
@@ -243,21 +311,32 @@ impl Reconciler {
             inventory: Arc::new(Mutex::new(stores.inventory)),
             in_force: None,
             head: None,
+            parse_cache: Default::default(),
             workers: HashMap::new(),
             deferred: HashMap::new(),
             finished: HashMap::new(),
             blocked_since: HashMap::new(),
             announced_blocked: Default::default(),
+            semaphores: HashMap::new(),
             done_tx,
+            queue: WorkQueue::default(),
+            observing: BTreeMap::new(),
+            observed_tx,
+            seq: 0,
+            pool_seq: HashMap::new(),
+            plans: BTreeMap::new(),
+            plans_dirty: false,
+            last_published: None,
             last_logged_plan: None,
             latest_plan: Arc::new(Mutex::new(None)),
-            wake_at: None,
+            first_pass_done: false,
         })
     }
 
     /// Under `--ha`: this daemon took the lease (it reads the inventory and
     /// journals the last leader left, then acts) or lost it (every worker stops
-    /// at once; the fence has already refused their next step).
+    /// at once; the fence has already refused their next step). Every pool is
+    /// looked at again in its new role.
     pub fn set_leading(&mut self, leading: bool, note: String) {
         if self.leading && !leading {
             self.stop_all();
@@ -265,14 +344,11 @@ impl Reconciler {
         self.leading = leading;
         self.inventory_stale = true;
         self.standby_note = note;
+        self.enqueue_all(Trigger::Leadership);
     }
 
     pub fn busy_pools(&self) -> usize {
         self.workers.len()
-    }
-
-    pub fn wake_at(&self) -> Option<Timestamp> {
-        self.wake_at
     }
 
     /// Whether a watcher event can change what is loaded: in git mode, only a
@@ -284,175 +360,214 @@ impl Reconciler {
         }
     }
 
-    /// One round: (re)load if the trigger calls for it, observe, plan, act.
-    pub async fn reconcile(&mut self, trigger: Trigger, noticed_at: Timestamp) {
-        let started = std::time::Instant::now();
-        let now = self.clock.now();
-        self.board.update(|d| {
-            d.reconcile.count += 1;
-            d.reconcile.last_trigger = Some(trigger.as_str().to_string());
-            d.reconcile.last_triggered_at = Some(noticed_at);
-            d.reconcile.last_started_at = Some(now);
-        });
-        self.metrics
-            .reconciles
-            .get_or_create(&ReconcileLabels {
-                trigger: trigger.as_str().to_string(),
-            })
-            .inc();
-        tracing::info!(trigger = trigger.as_str(), "reconcile started");
-        if trigger.reloads() {
-            self.reload().await;
+    /// Every pool this daemon knows: those of the desired state in force and
+    /// those of the inventory.
+    fn known_pools(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self
+            .in_force
+            .as_ref()
+            .map(|f| f.config.pools.keys().cloned().collect())
+            .unwrap_or_default();
+        names.extend(
+            self.inventory
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pools
+                .keys()
+                .cloned(),
+        );
+        names
+    }
+
+    /// The provider a pool is observed through: its document's, else the
+    /// inventory's. `None`: the pool is not known any more.
+    fn provider_of(&self, pool: &str) -> Option<String> {
+        if let Some(e) = self
+            .in_force
+            .as_ref()
+            .and_then(|f| f.config.pools.get(pool))
+        {
+            return Some(e.doc.spec.provider_ref.value.clone());
         }
-        let Some(in_force) = &self.in_force else {
-            self.finish_round(started);
-            return;
-        };
-        let config = in_force.config.clone();
-        let providers = in_force.providers.clone();
-        let revision = in_force.revision.clone();
-        if self.inventory_stale && self.workers.is_empty() {
-            match self.inventory_store.load().await {
-                Ok(inv) => {
-                    *self.inventory.lock().unwrap_or_else(|p| p.into_inner()) = inv;
-                    self.inventory_stale = !self.leading;
-                }
-                Err(e) => {
-                    self.round_failed(started, format!("{e:#}"));
-                    return;
-                }
-            }
-        }
-        // Every rollout's journal: a pool with one is resumed, or waits for a human.
-        let journals = match self.journal.all().await {
-            Ok(j) => j,
-            Err(e) => {
-                self.round_failed(started, format!("{e:#}"));
-                return;
-            }
-        };
-        self.board.update(|d| d.reconcile.error = None);
-        let inventory = self
-            .inventory
+        self.inventory
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let mut observed = observe(&config, &inventory, &providers, self.clock.as_ref()).await;
-        observed.rollouts = journals.clone();
-        let now = self.clock.now();
-        let plan = plan::plan(
-            &config,
-            &observed,
-            &inventory,
-            &PlanOptions {
-                prune: self.settings.prune,
-                now,
-                override_disruption: false,
-            },
-        );
-        let polls = config
-            .providers
-            .keys()
-            .filter_map(|n| Some((n.clone(), providers.get(n)?.capabilities().poll_interval)))
-            .collect();
-        self.export_plan(&plan, revision.as_ref(), &config, polls);
-        let overrides = crate::store::overrides::recent(&self.state.root, 20);
-        self.board.update(|d| d.overrides = overrides);
-        self.record_nodes(&observed);
-        self.wake_at = None;
-        // Nodes booting or going away: look again soon, so status follows them.
-        if observed.pools.values().any(|p| {
-            p.nodes
-                .iter()
-                .any(|n| matches!(n.state, NodeState::Pending | NodeState::Terminating))
-        }) {
-            self.wake_no_later_than(
-                now.saturating_add(SignedDuration::from_secs(1))
-                    .unwrap_or(now),
-            );
-        }
-        for p in &plan.pools {
-            let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok()).cloned();
-            self.handle_pool(p, journal, &config, &providers, revision.as_ref(), now);
-        }
-        // The observation's last use: the page's copy takes it, not a clone.
-        for (name, pool) in observed.pools {
-            let target = config
-                .pools
-                .get(&name)
-                .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
-                .unwrap_or_else(|| pool.template.hash());
-            self.board.observed(
-                &name,
-                crate::reconcile::Counts::of(&pool, target),
-                target,
-                now,
-            );
-            self.feed.observed(Arc::new(pool), target);
-        }
-        let known: std::collections::BTreeSet<&str> =
-            plan.pools.iter().map(|p| p.pool.as_str()).collect();
-        self.board.retain_pools(|name| known.contains(name));
-        self.finish_round(started);
+            .pools
+            .get(pool)
+            .map(|e| e.provider.clone())
     }
 
-    /// The journals or the inventory could not be read: nothing is planned or
-    /// done (a rollout might be in flight); say so, and try again soon.
-    fn round_failed(&mut self, started: std::time::Instant, error: String) {
-        let message = format!("{error}; nothing is planned or done until it can be read");
-        tracing::error!("{message}");
-        self.board.update(|d| d.reconcile.error = Some(message));
-        let now = self.clock.now();
-        self.wake_no_later_than(
-            now.saturating_add(
-                SignedDuration::try_from(self.settings.retry_after).unwrap_or_default(),
-            )
-            .unwrap_or(now),
-        );
-        self.finish_round(started);
-    }
-
-    fn finish_round(&mut self, started: std::time::Instant) {
-        self.metrics
-            .reconcile_seconds
-            .observe(started.elapsed().as_secs_f64());
-        let now = self.clock.now();
-        self.board
-            .update(|d| d.reconcile.last_finished_at = Some(now));
-        self.record_pool_states();
-    }
-
-    /// Dry-run exports what it would do; every mode keeps the latest plan for `/v1/plan`.
-    fn export_plan(
-        &mut self,
-        plan: &Plan,
-        revision: Option<&Revision>,
-        config: &Arc<Config>,
-        polls: std::collections::BTreeMap<String, Duration>,
-    ) {
-        let source = Source {
-            dir: self.source.dir().display().to_string(),
-            revision: revision.cloned(),
-        };
-        let json = plan::render::render_json(plan, &source);
-        *self.latest_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(Latest {
-            json,
-            plan: plan.clone(),
-            source: source.clone(),
-            config: config.clone(),
-            polls,
-        }));
-        if self.settings.dry_run && plan.has_changes() {
-            let text = render_text(plan, &source, Style { color: false });
-            if self.last_logged_plan.as_deref() != Some(text.as_str()) {
-                tracing::info!(dry_run = true, "would apply:\n{text}");
-                self.last_logged_plan = Some(text);
+    /// Queue a pool to be observed and planned. A pool no longer known is
+    /// forgotten instead.
+    pub fn enqueue(&mut self, pool: &str, why: Trigger) {
+        match self.provider_of(pool) {
+            Some(provider) => {
+                self.queue.add(pool, &provider, why);
             }
+            None => self.forget_pool(pool),
         }
     }
 
-    fn wake_no_later_than(&mut self, t: Timestamp) {
-        self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+    /// Queue every known pool (startup, SIGHUP, a change of leadership).
+    pub fn enqueue_all(&mut self, why: Trigger) {
+        for pool in self.known_pools() {
+            self.enqueue(&pool, why);
+        }
+    }
+
+    /// Look at a pool again at `at` at the latest.
+    fn look_again_at(&mut self, pool: &str, at: Timestamp) {
+        self.queue.add_after(pool, at);
+    }
+
+    fn look_again_after(&mut self, pool: &str, after: Duration) {
+        let now = self.clock.now();
+        let at = now
+            .saturating_add(SignedDuration::try_from(after).unwrap_or_default())
+            .unwrap_or(now);
+        self.look_again_at(pool, at);
+    }
+
+    /// Something happened to a pool (a worker started or ended, a pause):
+    /// observations begun before it are stale for this pool.
+    fn touched(&mut self, pool: &str) {
+        self.seq += 1;
+        self.pool_seq.insert(pool.to_string(), self.seq);
+    }
+
+    /// A pool neither in the files nor in the inventory: nothing of it is kept.
+    fn forget_pool(&mut self, pool: &str) {
+        self.queue.forget(pool);
+        if self.plans.remove(pool).is_some() {
+            self.plans_dirty = true;
+        }
+        self.board.remove_pool(pool);
+        self.feed.forget(pool);
+        self.metrics.forget_pool(pool);
+        self.finished.remove(pool);
+        self.blocked_since.remove(pool);
+        self.announced_blocked.remove(pool);
+        self.pool_seq.remove(pool);
+    }
+
+    /// The next instant something is due: a pool's look, or a resync slice.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        let resync = self.in_force.as_ref().map(|_| self.resync.next);
+        match (self.queue.next_due(), resync) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Queue what is due by now: pools whose look came due, and the resync's
+    /// next slice. Returns whether a resync cycle ended (the desired state is
+    /// then loaded again, as a resync always did).
+    pub fn promote_due(&mut self) -> bool {
+        let now = self.clock.now();
+        for pool in self.queue.take_due(now) {
+            self.enqueue(&pool, Trigger::Wake);
+        }
+        if self.in_force.is_none() || now < self.resync.next {
+            return false;
+        }
+        let slice = {
+            let config = &self.in_force.as_ref().expect("checked").config;
+            let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+            let known = super::resync::union_len(&config.pools, &inventory.pools);
+            let (tick, per) = super::resync::pace(known, self.resync.interval);
+            let tick = SignedDuration::try_from(tick).unwrap_or_default();
+            self.resync.next = now.saturating_add(tick).unwrap_or(now);
+            super::resync::slice(
+                &config.pools,
+                &inventory.pools,
+                self.resync.cursor.as_deref(),
+                per,
+            )
+            .0
+        };
+        if let Some(last) = slice.last() {
+            self.resync.cursor = Some(last.clone());
+        }
+        for pool in &slice {
+            self.enqueue(pool, Trigger::Resync);
+        }
+        // Once per interval the desired state is read again too, in case a
+        // change was missed.
+        let interval = SignedDuration::try_from(self.resync.interval).unwrap_or_default();
+        let cycle_end = self.resync.started.saturating_add(interval).unwrap_or(now);
+        let reload = now >= cycle_end;
+        if reload {
+            self.resync.started = now;
+            let end = now.saturating_add(interval).unwrap_or(now);
+            self.board
+                .update(|d| d.reconcile.next_resync_at = Some(end));
+        }
+        reload
+    }
+
+    /// Start an observation for every provider with pools queued and none in
+    /// flight.
+    pub fn dispatch(&mut self) {
+        let Some(in_force) = &self.in_force else {
+            return;
+        };
+        let (config, providers) = (in_force.config.clone(), in_force.providers.clone());
+        for provider in self.queue.providers() {
+            if self.observing.contains_key(&provider) {
+                continue;
+            }
+            let (pools, why) = self.queue.take(&provider, OBSERVE_MAX);
+            let Some(why) = why else { continue };
+            self.observing
+                .insert(provider.clone(), (pools.len(), self.clock.now()));
+            batch::spawn_observation(
+                batch::ObservationRequest {
+                    provider,
+                    pools,
+                    why,
+                    seq: self.seq,
+                    started_at: self.clock.now(),
+                },
+                config.clone(),
+                providers.clone(),
+                self.journal.clone(),
+                self.clock.clone(),
+                self.observed_tx.clone(),
+            );
+        }
+        let counts = (self.queue.len(), self.queue.scheduled());
+        let observing: Vec<Observing> = self
+            .observing
+            .iter()
+            .map(|(provider, (pools, since))| Observing {
+                provider: provider.clone(),
+                pools: *pools,
+                since: *since,
+            })
+            .collect();
+        let same = self.board.read(|d| {
+            (d.reconcile.queued, d.reconcile.scheduled) == counts
+                && d.reconcile.observing == observing
+        });
+        if !same {
+            self.board.update(|d| {
+                (d.reconcile.queued, d.reconcile.scheduled) = counts;
+                d.reconcile.observing = observing;
+            });
+        }
+        if !self.first_pass_done
+            && self.in_force.is_some()
+            && self.queue.is_empty()
+            && self.observing.is_empty()
+        {
+            self.first_pass_done = true;
+        }
+    }
+
+    /// Every pool loaded at start has been looked at once (or the desired
+    /// state did not load): the daemon is up and saying what it knows.
+    pub fn first_pass_done(&self) -> bool {
+        self.first_pass_done
     }
 
     fn handle_pool(
@@ -492,7 +607,7 @@ impl Reconciler {
         }
         let blocked_seconds = self.track_blocked(&p.pool, blocked_now, now);
         if let Some(until) = p.blocked.as_ref().and_then(|b| b.until) {
-            self.wake_no_later_than(until);
+            self.look_again_at(&p.pool, until);
         }
         let board = self.board.clone();
         board.pool(&p.pool, &p.provider, |s| {
@@ -505,6 +620,7 @@ impl Reconciler {
                 since: s.blocked.as_ref().map_or(now, |old| old.since),
             });
             s.pending = p.steps.iter().map(describe_step).collect();
+            s.planned_at = Some(now);
         });
 
         let worker = self.workers.get(&p.pool);
@@ -543,7 +659,7 @@ impl Reconciler {
                 s.message = message.clone();
                 s.last_error = Some(LastError { at: now, message });
             }),
-            PoolAction::RetryAt(due) => self.wake_no_later_than(due),
+            PoolAction::RetryAt(due) => self.look_again_at(&p.pool, due),
             PoolAction::Spawn => {
                 self.spawn_worker(p.clone(), key, config.clone(), providers.clone())
             }

@@ -1,100 +1,42 @@
-//! The metrics projection: what the last round observed and decided, as
-//! Prometheus series (nodes by state, pools by state, blocked operations,
-//! rollout progress, time held by a policy).
-
-use std::collections::BTreeMap;
+//! The metrics projection: what was observed and decided, as Prometheus
+//! series (nodes by state, pools by state, blocked operations, rollout
+//! progress, time held by a policy).
 
 use jiff::Timestamp;
 
 use super::Reconciler;
-use crate::daemon::board::PoolState;
+use crate::daemon::board::{Board, PoolState};
 use crate::daemon::metrics::{
-    BlockedLabels, PoolLabels, PoolStateLabels, RolloutLabels, StateLabels,
+    BlockedLabels, Metrics, PoolLabels, PoolStateLabels, RolloutLabels, StateLabels,
 };
-use crate::model::{EventKind, NodeState};
-use crate::plan;
+use crate::model::{EventKind, NodeState, ObservedPool};
 
 impl Reconciler {
-    pub(super) fn record_nodes(&self, observed: &plan::Observed) {
-        self.metrics.nodes.clear();
-        for (name, pool) in &observed.pools {
-            let mut by_state: BTreeMap<&str, i64> = [
-                ("pending", 0),
-                ("healthy", 0),
-                ("unhealthy", 0),
-                ("terminating", 0),
-            ]
-            .into();
-            for n in &pool.nodes {
-                let s = match n.state {
-                    NodeState::Pending => "pending",
-                    NodeState::Healthy => "healthy",
-                    NodeState::Unhealthy => "unhealthy",
-                    NodeState::Terminating => "terminating",
-                };
-                *by_state.entry(s).or_default() += 1;
-            }
-            for (state, n) in by_state {
-                self.metrics
-                    .nodes
-                    .get_or_create(&PoolStateLabels {
-                        pool: name.clone(),
-                        state: state.to_string(),
-                    })
-                    .set(n);
-            }
+    /// A pool's nodes by state, as just observed.
+    pub(super) fn record_nodes(&self, name: &str, pool: &ObservedPool) {
+        let mut by_state: [(&str, i64); 4] = [
+            ("pending", 0),
+            ("healthy", 0),
+            ("unhealthy", 0),
+            ("terminating", 0),
+        ];
+        for n in &pool.nodes {
+            let i = match n.state {
+                NodeState::Pending => 0,
+                NodeState::Healthy => 1,
+                NodeState::Unhealthy => 2,
+                NodeState::Terminating => 3,
+            };
+            by_state[i].1 += 1;
         }
-    }
-
-    pub(super) fn record_pool_states(&self) {
-        let doc = self.board.snapshot();
-        self.metrics.pools.clear();
-        for s in PoolState::ALL {
-            let n = doc.pools.iter().filter(|p| p.state == s).count();
+        for (state, n) in by_state {
             self.metrics
-                .pools
-                .get_or_create(&StateLabels {
-                    state: s.as_str().to_string(),
+                .nodes
+                .get_or_create(&PoolStateLabels {
+                    pool: name.to_string(),
+                    state: state.to_string(),
                 })
-                .set(n as i64);
-        }
-        self.metrics.blocked.clear();
-        self.metrics.next_window_start.clear();
-        for p in &doc.pools {
-            if let Some(b) = &p.blocked {
-                self.metrics
-                    .blocked
-                    .get_or_create(&BlockedLabels {
-                        pool: p.name.clone(),
-                        reason: b.reason.clone(),
-                    })
-                    .set(1);
-                if let Some(until) = b.until {
-                    self.metrics
-                        .next_window_start
-                        .get_or_create(&PoolLabels {
-                            pool: p.name.clone(),
-                        })
-                        .set(until.as_second());
-                }
-            }
-            if let Some(r) = &p.rollout {
-                for (kind, n) in [
-                    ("desired", r.counts.desired),
-                    ("total", r.counts.total),
-                    ("available", r.counts.available),
-                    ("updated", r.counts.updated),
-                    ("outdated", r.counts.outdated),
-                ] {
-                    self.metrics
-                        .rollout_nodes
-                        .get_or_create(&RolloutLabels {
-                            pool: p.name.clone(),
-                            nodes: kind.to_string(),
-                        })
-                        .set(n as i64);
-                }
-            }
+                .set(n);
         }
     }
 
@@ -131,4 +73,61 @@ impl Reconciler {
         }
         self.metrics.blocked_seconds.get_or_create(&labels).get()
     }
+}
+
+/// The series drawn from the status board (pools by state, blocked pools,
+/// rollout progress), made when metrics are scraped: their cost is one pass
+/// over the board per scrape, not per pool planned.
+pub fn project_board(board: &Board, metrics: &Metrics) {
+    board.read(|doc| {
+        metrics.pools.clear();
+        for s in PoolState::ALL {
+            let n = doc.pools.iter().filter(|p| p.state == s).count();
+            metrics
+                .pools
+                .get_or_create(&StateLabels {
+                    state: s.as_str().to_string(),
+                })
+                .set(n as i64);
+        }
+        metrics.blocked.clear();
+        metrics.next_window_start.clear();
+        metrics.rollout_nodes.clear();
+        for p in &doc.pools {
+            if let Some(b) = &p.blocked {
+                metrics
+                    .blocked
+                    .get_or_create(&BlockedLabels {
+                        pool: p.name.clone(),
+                        reason: b.reason.clone(),
+                    })
+                    .set(1);
+                if let Some(until) = b.until {
+                    metrics
+                        .next_window_start
+                        .get_or_create(&PoolLabels {
+                            pool: p.name.clone(),
+                        })
+                        .set(until.as_second());
+                }
+            }
+            if let Some(r) = &p.rollout {
+                for (kind, n) in [
+                    ("desired", r.counts.desired),
+                    ("total", r.counts.total),
+                    ("available", r.counts.available),
+                    ("updated", r.counts.updated),
+                    ("outdated", r.counts.outdated),
+                ] {
+                    metrics
+                        .rollout_nodes
+                        .get_or_create(&RolloutLabels {
+                            pool: p.name.clone(),
+                            nodes: kind.to_string(),
+                        })
+                        .set(n as i64);
+                }
+            }
+        }
+    });
 }

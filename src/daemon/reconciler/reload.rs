@@ -1,24 +1,33 @@
 //! Loading the desired state: the last one that loads cleanly stays in
 //! force; a broken one is reported (every error as FILE:LINE:COL) and
 //! changes nothing. Providers whose settings did not change are kept, with
-//! their in-flight state.
+//! their in-flight state. Only the pools whose documents changed (or whose
+//! provider's or cluster's did) are queued: an edit to one pool of 10,000
+//! plans one pool.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{InForce, Reconciler};
+use super::{InForce, Reconciler, Trigger};
 use crate::plan::render::Revision;
 use crate::provider::{CallObserver, Providers};
+use crate::spec::Config;
 use crate::spec::Limits;
+use crate::spec::validate::Entry;
 
 /// The longest a load of the desired state may take.
 const LOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Reconciler {
-    pub(super) async fn reload(&mut self) {
+    /// Load the desired state again and queue the pools it changed (every
+    /// pool when `why` asks for it: SIGHUP, a new leader, the first load).
+    pub async fn reload(&mut self, why: Trigger) {
         let source = self.source.clone();
+        let cache = self.parse_cache.clone();
         let loading = tokio::task::spawn_blocking(move || {
             let head = source.head();
-            (source.load(&Limits::default()), head)
+            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            (source.load(&Limits::default(), &mut cache), head)
         });
         // Reads refuse anything but regular files, so a load cannot block on
         // a FIFO; the deadline covers what is left (a hung network mount).
@@ -112,7 +121,18 @@ impl Reconciler {
             );
         }
         let revision = loaded.revision.clone();
+        let to_plan = match (&self.in_force, why) {
+            (Some(f), Trigger::Files | Trigger::Resync) => Some(changed_pools(&f.config, &config)),
+            _ => None,
+        };
+        let short = revision.as_ref().map(Revision::short);
         self.board.update(|d| {
+            if changed {
+                // An unchanged pool's plan is the same under the new revision.
+                for p in &mut d.pools {
+                    p.revision = short.clone();
+                }
+            }
             d.config.valid = true;
             d.config.errors.clear();
             d.config.last_load_at = Some(now);
@@ -122,10 +142,129 @@ impl Reconciler {
                 d.config.in_force_since = Some(now);
             }
         });
+        // The pools of the desired state in force before, and now: one that
+        // left the files is planned too (left alone, or deleted with --prune).
         self.in_force = Some(InForce {
             config: Arc::new(config),
             providers,
             revision,
         });
+        match to_plan {
+            None => self.enqueue_all(why),
+            Some(pools) => {
+                tracing::debug!(pools = pools.len(), "pools whose desired state changed");
+                for pool in pools {
+                    // Its provider may have changed: queue it under its own.
+                    self.queue.forget(&pool);
+                    self.enqueue(&pool, why);
+                }
+            }
+        }
+    }
+}
+
+/// The pools whose desired state differs between two loads: a pool added,
+/// removed or edited, and every pool of a provider or cluster whose
+/// document changed. Where a document sits (its file, its line) does not count.
+pub fn changed_pools(old: &Config, new: &Config) -> BTreeSet<String> {
+    let mut pools = changed_docs(&old.pools, &new.pools);
+    let providers = changed_docs(&old.providers, &new.providers);
+    let clusters = changed_docs(&old.clusters, &new.clusters);
+    if providers.is_empty() && clusters.is_empty() {
+        return pools;
+    }
+    for config in [old, new] {
+        for (name, e) in &config.pools {
+            let spec = &e.doc.spec;
+            if providers.contains(&spec.provider_ref.value)
+                || spec
+                    .cluster_ref
+                    .as_ref()
+                    .is_some_and(|c| clusters.contains(&c.value))
+            {
+                pools.insert(name.clone());
+            }
+        }
+    }
+    pools
+}
+
+fn changed_docs<T: PartialEq>(
+    old: &BTreeMap<String, Entry<T>>,
+    new: &BTreeMap<String, Entry<T>>,
+) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = old
+        .iter()
+        .filter(|(name, e)| new.get(*name).is_none_or(|n| n.doc != e.doc))
+        .map(|(name, _)| name.clone())
+        .collect();
+    out.extend(new.keys().filter(|k| !old.contains_key(*k)).cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired_dir::load_dir;
+    use crate::spec::Limits;
+
+    fn load(files: &[(&str, &str)]) -> Config {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        load_dir(dir.path(), &Limits::default())
+            .config
+            .expect("valid")
+    }
+
+    const SIM: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 1}\n";
+    const SIM2: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim2}\nspec: {type: sim, seed: 2}\n";
+
+    fn pool(name: &str, provider: &str, size: u32) -> String {
+        format!(
+            "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  providerRef: {provider}\n  size: {size}\n  template: {{image: img-1}}\n"
+        )
+    }
+
+    #[test]
+    fn only_the_edited_pools_changed() {
+        let a = [
+            pool("a", "sim", 3),
+            pool("b", "sim", 3),
+            pool("c", "sim2", 3),
+        ]
+        .concat();
+        let old = load(&[("p.yaml", SIM), ("q.yaml", SIM2), ("pools.yaml", &a)]);
+        // b resized, a moved down a line (a comment above it): only b.
+        let b = [
+            "# moved\n".to_string(),
+            pool("a", "sim", 3),
+            pool("b", "sim", 4),
+            pool("c", "sim2", 3),
+        ]
+        .concat();
+        let new = load(&[("p.yaml", SIM), ("q.yaml", SIM2), ("pools.yaml", &b)]);
+        assert_eq!(changed_pools(&old, &new), BTreeSet::from(["b".to_string()]));
+        // c removed, d added.
+        let c = [
+            pool("a", "sim", 3),
+            pool("b", "sim", 3),
+            pool("d", "sim", 3),
+        ]
+        .concat();
+        let new = load(&[("p.yaml", SIM), ("q.yaml", SIM2), ("pools.yaml", &c)]);
+        assert_eq!(
+            changed_pools(&old, &new),
+            BTreeSet::from(["c".to_string(), "d".to_string()])
+        );
+        // A provider's settings changed: every pool of it.
+        let sim = SIM.replace("seed: 1", "seed: 9");
+        let new = load(&[("p.yaml", &sim), ("q.yaml", SIM2), ("pools.yaml", &a)]);
+        assert_eq!(
+            changed_pools(&old, &new),
+            BTreeSet::from(["a".to_string(), "b".to_string()])
+        );
+        assert!(changed_pools(&old, &old).is_empty());
     }
 }

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use jiff::SignedDuration;
-
 use super::{ControlAction, ControlRefusal, ControlRequest, Done, Reconciler, Worker, steps};
 use crate::daemon::board::{LastError, PoolState};
 use crate::model::EventKind;
@@ -36,7 +34,13 @@ impl Reconciler {
             s.state = PoolState::Applying;
             s.message = steps(&p);
         });
-        let semaphore = self.semaphore.clone();
+        self.touched(&p.pool);
+        let parallelism = self.settings.parallelism.max(1);
+        let semaphore = self
+            .semaphores
+            .entry(p.provider.clone())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(parallelism)))
+            .clone();
         let journal = self.journal.clone();
         let inventory = self.inventory.clone();
         let inventory_store = self.inventory_store.clone();
@@ -74,9 +78,10 @@ impl Reconciler {
         });
     }
 
-    /// A worker ended: record how, and carry out a pause that waited for it.
-    /// Returns whether the pool should be planned again at once.
-    pub async fn finished(&mut self, done: Done) -> bool {
+    /// A worker ended: record how, carry out a pause that waited for it, and
+    /// queue the pool (at once, or after the retry pause when it failed).
+    pub async fn finished(&mut self, done: Done) {
+        self.touched(&done.pool);
         let provider = self
             .workers
             .remove(&done.pool)
@@ -107,13 +112,7 @@ impl Reconciler {
                     });
                 });
                 // Retry after the pause, not in a tight loop.
-                self.wake_no_later_than(
-                    now.saturating_add(
-                        SignedDuration::try_from(self.settings.retry_after).unwrap_or_default(),
-                    )
-                    .unwrap_or(now),
-                );
-                false
+                self.look_again_after(&done.pool, self.settings.retry_after);
             }
             None => {
                 self.board.pool(&done.pool, &provider, |s| {
@@ -125,14 +124,14 @@ impl Reconciler {
                         };
                     }
                 });
-                true
+                self.enqueue(&done.pool, super::Trigger::PoolDone);
             }
         }
     }
 
-    /// A human's pause or resume, through `/v1/pools/NAME/pause|resume`.
-    /// Returns whether the pools should be planned again.
-    pub async fn control(&mut self, req: ControlRequest) -> bool {
+    /// A human's pause or resume, through `/v1/pools/NAME/pause|resume`; the
+    /// pool is planned again when it changed its rollout.
+    pub async fn control(&mut self, req: ControlRequest) {
         let ControlRequest {
             pool,
             action,
@@ -152,7 +151,7 @@ impl Reconciler {
             let _ = reply.send(Err(ControlRefusal::UnknownPool(format!(
                 "no pool named {shown:?} in the desired state in force"
             ))));
-            return false;
+            return;
         }
         let why = reason.as_deref().unwrap_or("no reason given");
         tracing::info!(who = %who, pool = %pool, action = ?action, reason = %why, "control request");
@@ -162,7 +161,7 @@ impl Reconciler {
                 "nodepool.{pool}: this daemon is a standby ({}); ask the leader",
                 self.standby_note
             ))));
-            return false;
+            return;
         }
         if let Some(w) = self.workers.get(&pool) {
             let answer = match action {
@@ -178,12 +177,14 @@ impl Reconciler {
                 ))),
             };
             let _ = reply.send(answer);
-            return false;
+            return;
         }
         let answer = self.control_now(&pool, action, &who).await;
         let changed = answer.is_ok();
         let _ = reply.send(answer.map_err(ControlRefusal::Refused));
-        changed
+        if changed {
+            self.enqueue(&pool, super::Trigger::Control);
+        }
     }
 
     pub(super) async fn control_now(
@@ -198,8 +199,10 @@ impl Reconciler {
             ControlAction::Resume => control::resume(&self.journal, pool, now).await,
         };
         if let Ok(message) = &result {
-            // A human's decision: the pool may act again at once.
+            // A human's decision: the pool may act again at once, and a look
+            // begun before it does not count.
             self.finished.remove(pool);
+            self.touched(pool);
             self.events.emit(crate::reconcile::Event {
                 ts: now,
                 pool: pool.to_string(),

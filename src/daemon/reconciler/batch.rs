@@ -1,0 +1,215 @@
+//! One batch: the pools of one provider that were due together, observed in
+//! batched calls (in a task of its own, so a slow provider holds up only its
+//! own pools), then planned and acted on one pool at a time.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::mpsc;
+
+use super::{Reconciler, Trigger};
+use crate::clock::Clock;
+use crate::daemon::metrics::ReconcileLabels;
+use crate::model::{NodeState, PoolSpec};
+use crate::plan::{self, Observed, PlanOptions};
+use crate::provider::Providers;
+use crate::reconcile::observe::observe_pools;
+use crate::rollout::RolloutState;
+use crate::spec::Config;
+use crate::store::Journal;
+
+/// While a pool's nodes boot or go away (and no worker of its own reports
+/// them), it is looked at again this soon, so status follows them.
+const SETTLING_LOOK: SignedDuration = SignedDuration::from_secs(1);
+
+pub(super) struct ObservationRequest {
+    pub provider: String,
+    pub pools: Vec<String>,
+    pub why: Trigger,
+    /// The reconciler's change counter when the observation began.
+    pub seq: u64,
+    pub started_at: Timestamp,
+}
+
+/// What one provider said about a batch of its pools, and their journals.
+pub struct Observation {
+    request: ObservationRequest,
+    observed: Observed,
+    journals: Result<BTreeMap<String, Result<RolloutState, String>>, String>,
+    took: std::time::Duration,
+}
+
+pub(super) fn spawn_observation(
+    request: ObservationRequest,
+    config: Arc<Config>,
+    providers: Arc<Providers>,
+    journal: Arc<Journal>,
+    clock: Arc<dyn Clock>,
+    tx: mpsc::UnboundedSender<Observation>,
+) {
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let observed = observe_pools(
+            &config,
+            &request.provider,
+            &request.pools,
+            &providers,
+            clock.as_ref(),
+        )
+        .await;
+        // Read after the pools were observed: a rollout journaled since is seen.
+        let journals = journal.all().await.map_err(|e| format!("{e:#}"));
+        let _ = tx.send(Observation {
+            request,
+            observed,
+            journals,
+            took: started.elapsed(),
+        });
+    });
+}
+
+impl Reconciler {
+    /// An observation came back: plan each of its pools and act on the plan.
+    pub async fn observed(&mut self, o: Observation) {
+        let Observation {
+            request,
+            mut observed,
+            journals,
+            took,
+        } = o;
+        let started = std::time::Instant::now();
+        self.observing.remove(&request.provider);
+        let Some(in_force) = &self.in_force else {
+            return;
+        };
+        let config = in_force.config.clone();
+        let providers = in_force.providers.clone();
+        let revision = in_force.revision.clone();
+        self.board.update(|d| {
+            d.reconcile.count += 1;
+            d.reconcile.last_trigger = Some(request.why.as_str().to_string());
+            d.reconcile.last_triggered_at = Some(request.started_at);
+            d.reconcile.last_started_at = Some(request.started_at);
+        });
+        // A pool something happened to since the observation began (a worker
+        // started or ended, a pause) is not planned from it: that worker's
+        // end queues it again, or it is queued now.
+        let seq = request.seq;
+        let pools: Vec<String> = request
+            .pools
+            .into_iter()
+            .filter(|p| self.pool_seq.get(p).is_none_or(|s| *s <= seq))
+            .collect();
+        if self.inventory_stale && self.workers.is_empty() {
+            match self.inventory_store.load().await {
+                Ok(inv) => {
+                    *self.inventory.lock().unwrap_or_else(|p| p.into_inner()) = inv;
+                    self.inventory_stale = !self.leading;
+                }
+                Err(e) => return self.batch_failed(&pools, format!("{e:#}"), started),
+            }
+        }
+        // Every rollout's journal: a pool with one is resumed, or waits for a human.
+        let journals = match journals {
+            Ok(j) => j,
+            Err(e) => return self.batch_failed(&pools, e, started),
+        };
+        self.board.update(|d| d.reconcile.error = None);
+        let wanted: HashSet<&str> = pools.iter().map(String::as_str).collect();
+        observed.rollouts = journals
+            .into_iter()
+            .filter(|(name, _)| wanted.contains(name.as_str()))
+            .collect();
+        let now = self.clock.now();
+        let opts = PlanOptions {
+            prune: self.settings.prune,
+            now,
+            override_disruption: false,
+        };
+        let planned: Vec<(String, Option<plan::PoolPlan>)> = {
+            let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+            pools
+                .iter()
+                .map(|name| {
+                    (
+                        name.clone(),
+                        plan::plan_one(&config, &observed, &inventory, &opts, name),
+                    )
+                })
+                .collect()
+        };
+        let count = planned.len() as u64;
+        self.board.update(|d| d.reconcile.pools_planned += count);
+        self.metrics
+            .reconciles
+            .get_or_create(&ReconcileLabels {
+                trigger: request.why.as_str().to_string(),
+            })
+            .inc_by(count);
+        for (name, p) in planned {
+            let Some(p) = p else {
+                self.forget_pool(&name);
+                continue;
+            };
+            let journal = observed
+                .rollouts
+                .get(&name)
+                .and_then(|j| j.as_ref().ok())
+                .cloned();
+            self.handle_pool(&p, journal, &config, &providers, revision.as_ref(), now);
+            if let Some(pool) = observed.pools.remove(&name) {
+                // Nodes booting or going away, with no worker to report them.
+                if !self.workers.contains_key(&name)
+                    && pool
+                        .nodes
+                        .iter()
+                        .any(|n| matches!(n.state, NodeState::Pending | NodeState::Terminating))
+                {
+                    self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
+                }
+                self.record_nodes(&name, &pool);
+                let target = config
+                    .pools
+                    .get(&name)
+                    .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
+                    .unwrap_or_else(|| pool.template.hash());
+                self.board.observed(
+                    &name,
+                    crate::reconcile::Counts::of(&pool, target),
+                    target,
+                    now,
+                );
+                // The observation's last use: the page's copy takes it.
+                self.feed.observed(Arc::new(pool), target);
+            }
+            if self.plans.get(&name) != Some(&p) {
+                self.plans.insert(name, p);
+                self.plans_dirty = true;
+            }
+        }
+        self.finish_batch(started, took);
+    }
+
+    /// The journals or the inventory could not be read: nothing is planned or
+    /// done for these pools (a rollout might be in flight); say so, and try
+    /// them again after the retry pause.
+    fn batch_failed(&mut self, pools: &[String], error: String, started: std::time::Instant) {
+        let message = format!("{error}; nothing is planned or done until it can be read");
+        tracing::error!("{message}");
+        self.board.update(|d| d.reconcile.error = Some(message));
+        for pool in pools {
+            self.look_again_after(pool, self.settings.retry_after);
+        }
+        self.finish_batch(started, std::time::Duration::ZERO);
+    }
+
+    fn finish_batch(&mut self, started: std::time::Instant, observing: std::time::Duration) {
+        self.metrics
+            .reconcile_seconds
+            .observe((started.elapsed() + observing).as_secs_f64());
+        let now = self.clock.now();
+        self.board
+            .update(|d| d.reconcile.last_finished_at = Some(now));
+    }
+}
