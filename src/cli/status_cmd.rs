@@ -73,15 +73,27 @@ pub fn render(doc: &StatusDoc) -> String {
     }
     let r = &doc.reconcile;
     out.push_str(&format!(
-        "reconciles: {}{}{}\n\n",
+        "reconciles: {} ({} pool plans){}{}\n",
         r.count,
+        r.pools_planned,
         r.last_finished_at
             .map(|t| format!(", last at {t}"))
             .unwrap_or_default(),
         r.next_resync_at
-            .map(|t| format!(", next resync at {t}"))
+            .map(|t| format!(", every pool looked at again by {t}"))
             .unwrap_or_default()
     ));
+    out.push_str(&format!(
+        "queue: {} pool(s) waiting, {} due later",
+        r.queued, r.scheduled
+    ));
+    for o in &r.observing {
+        out.push_str(&format!(
+            "; asking {} about {} pool(s) since {}",
+            o.provider, o.pools, o.since
+        ));
+    }
+    out.push_str("\n\n");
     if let Some(e) = &r.error {
         out.push_str(&format!("LAST ROUND FAILED: {e}\n\n"));
     }

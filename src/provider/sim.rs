@@ -233,20 +233,17 @@ impl Sim {
             return Ok(());
         };
         let mut persisted = std::mem::take(&mut fleet.persisted);
-        let written = persisted.persist(
-            path,
-            || serde_json::to_vec(&*fleet).expect("the fleet serializes"),
-            || {
-                serde_json::to_vec(&Change {
-                    pool: pool.to_string(),
-                    state: fleet.pools.get(pool),
-                    next_serial: fleet.next_serial,
-                    audited: fleet.audited,
-                    last_call: fleet.last_call.clone(),
-                })
-                .expect("a change serializes")
-            },
-        );
+        let record = serde_json::to_vec(&Change {
+            pool: pool.to_string(),
+            state: fleet.pools.get(pool),
+            next_serial: fleet.next_serial,
+            audited: fleet.audited,
+            last_call: fleet.last_call.clone(),
+        })
+        .expect("a change serializes");
+        let written = persisted.persist(path, &record, || {
+            serde_json::to_vec(&*fleet).expect("the fleet serializes")
+        });
         fleet.persisted = persisted;
         written.map_err(|e| {
             ProviderError::new(

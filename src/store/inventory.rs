@@ -145,18 +145,15 @@ impl InventoryStore {
                         pool: pool.to_string(),
                         entry: inventory.pools.get(pool),
                     })?;
-                    let snapshot = if log.would_append(record.len()) {
-                        None
-                    } else {
+                    let snapshot = if log.compacts_after(record.len()) {
                         Some(inventory.to_json()?)
+                    } else {
+                        None
                     };
                     (record, snapshot)
                 };
-                match snapshot {
-                    None => log.append(path, &record),
-                    Some(bytes) => log.compact(path, &bytes),
-                }
-                .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
+                log.persist(path, &record, || snapshot.expect("taken when it compacts"))
+                    .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
             }
             Home::Cluster(store) => {
                 let snapshot = inventory.lock().unwrap_or_else(|p| p.into_inner()).clone();

@@ -10,23 +10,29 @@
 //! `SMALL`) is always rewritten whole: cheap, and the snapshot alone is then
 //! the state, as tools reading it expect.
 //!
-//! Records carry absolute states, never increments: replaying a log over a
-//! snapshot that already holds it (a crash between writing the snapshot and
-//! emptying the log) gives the same state. A last line cut short by a crash
-//! was never acknowledged and is dropped; any other bad line is corruption.
+//! Records carry absolute states, never increments, and the change that
+//! makes the log outgrow the snapshot is logged before the snapshot is
+//! rewritten: replaying a log over a snapshot that already holds it (a crash
+//! between writing the snapshot and emptying the log) gives the same state.
+//! A last line cut short by a crash was never acknowledged: readers drop it,
+//! and the writer cuts it off before its next append. Any other bad line is
+//! corruption, and so is a log without its snapshot.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::atomic_write;
 
-/// Below this the snapshot is always rewritten whole.
+/// Below this the snapshot is always rewritten whole (and there is no log).
 pub const SMALL: u64 = 256 * 1024;
 
 /// Where a snapshot-and-log pair stands: their sizes decide when to compact.
 #[derive(Debug, Default)]
 pub struct SnapshotLog {
     snapshot_bytes: u64,
+    /// The log's length up to its last whole record: anything after it (a
+    /// record torn by a crash) is cut off before the next append.
     log_bytes: u64,
 }
 
@@ -60,27 +66,43 @@ pub fn read(path: &Path, limit: u64, valid: impl Fn(&[u8]) -> bool) -> Result<Re
         Err(e) if not_found(&e) => Vec::new(),
         Err(e) => return Err(format!("reading {}: {e}", log.display())),
     };
-    let lines: Vec<&[u8]> = log_bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
-    let mut records = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if valid(line) {
-            records.push(line.to_vec());
-        } else if i + 1 < lines.len() {
+    let mut records = Vec::new();
+    let mut whole = 0u64;
+    let mut start = 0usize;
+    let mut torn = false;
+    while start < log_bytes.len() {
+        let (line, next, ended) = match log_bytes[start..].iter().position(|b| *b == b'\n') {
+            Some(i) => (&log_bytes[start..start + i], start + i + 1, true),
+            None => (&log_bytes[start..], log_bytes.len(), false),
+        };
+        if torn {
             return Err(format!(
-                "{} is corrupt: record {} of {} does not parse",
-                log.display(),
-                i + 1,
-                lines.len()
+                "{} is corrupt: a record before the last does not parse",
+                log.display()
             ));
         }
+        if ended && valid(line) {
+            records.push(line.to_vec());
+            whole = next as u64;
+        } else if !line.is_empty() {
+            torn = true;
+        } else {
+            whole = next as u64;
+        }
+        start = next;
+    }
+    if snapshot.is_none() && !records.is_empty() {
+        return Err(format!(
+            "{} is missing but {} holds {} change(s) made after it: restore the snapshot, or remove the log to start from nothing",
+            path.display(),
+            log.display(),
+            records.len()
+        ));
     }
     Ok(Read {
         state: SnapshotLog {
             snapshot_bytes: snapshot.as_ref().map_or(0, |s| s.len() as u64),
-            log_bytes: log_bytes.len() as u64,
+            log_bytes: whole,
         },
         snapshot,
         records,
@@ -88,33 +110,36 @@ pub fn read(path: &Path, limit: u64, valid: impl Fn(&[u8]) -> bool) -> Result<Re
 }
 
 impl SnapshotLog {
-    /// Persist one change: append `record` to the log, or rewrite the
-    /// snapshot whole (and empty the log) when the state is small or the log
-    /// has outgrown it. Either is on disk (synced) when this returns.
+    /// Whether a change of `record_len` bytes is folded into a new snapshot
+    /// (the state is small, or the log would outgrow the snapshot); else it
+    /// is only appended.
+    pub fn compacts_after(&self, record_len: usize) -> bool {
+        self.snapshot_bytes < SMALL || self.log_bytes + record_len as u64 + 1 > self.snapshot_bytes
+    }
+
+    /// Persist one change: append `record` to the log (a large state), then
+    /// rewrite the snapshot whole and empty the log when `compacts_after`
+    /// says so. On disk (synced) when this returns. `snapshot` is called only
+    /// when it is needed.
     pub fn persist(
         &mut self,
         path: &Path,
+        record: &[u8],
         snapshot: impl FnOnce() -> Vec<u8>,
-        record: impl FnOnce() -> Vec<u8>,
     ) -> std::io::Result<()> {
+        let compact = self.compacts_after(record.len());
         if self.snapshot_bytes >= SMALL {
-            let record = record();
-            if self.would_append(record.len()) {
-                return self.append(path, &record);
-            }
+            self.append(path, record)?;
         }
-        self.compact(path, &snapshot())
+        if compact {
+            self.compact(path, &snapshot())?;
+        }
+        Ok(())
     }
 
-    /// Whether a record of `len` bytes would be appended (else the snapshot
-    /// is due to be rewritten whole).
-    pub fn would_append(&self, len: usize) -> bool {
-        self.snapshot_bytes >= SMALL && self.log_bytes + (len as u64) < self.snapshot_bytes
-    }
-
-    /// Append one record to the log and sync it.
-    pub fn append(&mut self, path: &Path, record: &[u8]) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
+    /// Append one record to the log and sync it, after cutting off what a
+    /// crash may have left after the last whole record.
+    fn append(&mut self, path: &Path, record: &[u8]) -> std::io::Result<()> {
         let mut line = Vec::with_capacity(record.len() + 1);
         line.extend_from_slice(record);
         line.push(b'\n');
@@ -124,26 +149,37 @@ impl SnapshotLog {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(log_path(path))?;
-        f.write_all(&line)?;
-        f.sync_data()?;
+        if f.metadata()?.len() != self.log_bytes {
+            f.set_len(self.log_bytes)?;
+        }
+        let written = f.write_all(&line).and_then(|()| f.sync_data());
+        if let Err(e) = written {
+            // A partial record (a full disk) must not glue onto the next one.
+            let _ = f.set_len(self.log_bytes);
+            return Err(e);
+        }
         self.log_bytes += line.len() as u64;
         Ok(())
     }
 
-    /// Write the whole state as the snapshot, then empty the log.
-    pub fn compact(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    /// Write the whole state as the snapshot, then empty the log (also one
+    /// this process never wrote to, left beside a snapshot that was gone).
+    fn compact(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         atomic_write(path, bytes)?;
         self.snapshot_bytes = bytes.len() as u64;
-        if self.log_bytes > 0 {
-            use std::os::unix::fs::OpenOptionsExt;
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(log_path(path))?;
-            f.set_len(0)?;
-            f.sync_all()?;
-            self.log_bytes = 0;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(log_path(path))
+        {
+            Ok(f) => {
+                f.set_len(0)?;
+                f.sync_all()?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
+        self.log_bytes = 0;
         Ok(())
     }
 }
@@ -162,35 +198,51 @@ mod tests {
         let path = dir.path().join("s.json");
         let big = vec![b'x'; SMALL as usize];
         let mut s = SnapshotLog::default();
-        s.persist(&path, || big.clone(), || unreachable!()).unwrap();
+        s.persist(&path, b"{0}", || big.clone()).unwrap();
         // The snapshot is large now: a change is one appended record.
-        s.persist(&path, || unreachable!(), || b"{1}".to_vec())
-            .unwrap();
-        s.persist(&path, || unreachable!(), || b"{2}".to_vec())
-            .unwrap();
+        s.persist(&path, b"{1}", || unreachable!()).unwrap();
+        s.persist(&path, b"{2}", || unreachable!()).unwrap();
         let r = read(&path, 1 << 30, ok).unwrap();
         assert_eq!(r.snapshot.unwrap().len(), SMALL as usize);
         assert_eq!(r.records, [b"{1}".to_vec(), b"{2}".to_vec()]);
-        // A log as large as the snapshot is folded into it.
+        // A log as large as the snapshot is folded into it, the change that
+        // outgrew it logged first (a crash before the log is emptied replays
+        // it last, over a snapshot that already holds it).
         let record = vec![b'{'; SMALL as usize];
-        s.persist(&path, || b"{new}".to_vec(), || record.clone())
-            .unwrap();
+        s.persist(&path, &record, || b"{new}".to_vec()).unwrap();
         let r = read(&path, 1 << 30, ok).unwrap();
         assert_eq!(r.snapshot.unwrap(), b"{new}");
         assert!(r.records.is_empty());
     }
 
     #[test]
-    fn a_torn_last_record_is_dropped_and_a_torn_middle_one_is_corruption() {
+    fn a_torn_last_record_is_dropped_then_cut_off_and_a_torn_middle_one_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json");
-        std::fs::write(&path, b"{}").unwrap();
+        std::fs::write(&path, vec![b'x'; SMALL as usize]).unwrap();
         std::fs::write(log_path(&path), b"{a}\n{b}\n{c").unwrap();
-        let r = read(&path, 1 << 20, ok).unwrap();
+        let r = read(&path, 1 << 30, ok).unwrap();
         assert_eq!(r.records, [b"{a}".to_vec(), b"{b}".to_vec()]);
+        // The writer cuts the torn tail off before appending.
+        let mut s = r.state;
+        s.persist(&path, b"{d}", || unreachable!()).unwrap();
+        let r = read(&path, 1 << 30, ok).unwrap();
+        assert_eq!(
+            r.records,
+            [b"{a}".to_vec(), b"{b}".to_vec(), b"{d}".to_vec()]
+        );
         std::fs::write(log_path(&path), b"{a}\n{b\n{c}\n").unwrap();
+        let e = read(&path, 1 << 30, ok).err().unwrap();
+        assert!(e.contains("a record before the last does not parse"), "{e}");
+    }
+
+    #[test]
+    fn a_log_without_its_snapshot_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(log_path(&path), b"{a}\n").unwrap();
         let e = read(&path, 1 << 20, ok).err().unwrap();
-        assert!(e.contains("record 2 of 3 does not parse"), "{e}");
+        assert!(e.contains("is missing but"), "{e}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::store::Journal;
 /// them), it is looked at again this soon, so status follows them.
 const SETTLING_LOOK: SignedDuration = SignedDuration::from_secs(1);
 
+#[derive(Clone)]
 pub(super) struct ObservationRequest {
     pub provider: String,
     pub pools: Vec<String>,
@@ -48,7 +49,8 @@ pub(super) fn spawn_observation(
     clock: Arc<dyn Clock>,
     tx: mpsc::UnboundedSender<Observation>,
 ) {
-    tokio::spawn(async move {
+    let failed = request.clone();
+    let observing = tokio::spawn(async move {
         let started = std::time::Instant::now();
         let observed = observe_pools(
             &config,
@@ -59,14 +61,57 @@ pub(super) fn spawn_observation(
         )
         .await;
         // Read after the pools were observed: a rollout journaled since is seen.
-        let journals = journal.all().await.map_err(|e| format!("{e:#}"));
-        let _ = tx.send(Observation {
+        let journals = read_journals(&journal, &request.pools).await;
+        Observation {
             request,
             observed,
             journals,
             took: started.elapsed(),
-        });
+        }
     });
+    // An observation that panics still comes back (as a failure), or its
+    // provider would never be asked again.
+    tokio::spawn(async move {
+        let o = match observing.await {
+            Ok(o) => o,
+            Err(e) => Observation {
+                observed: Observed::default(),
+                journals: Err(format!(
+                    "observing {} pool(s) of provider {:?} failed: {e}",
+                    failed.pools.len(),
+                    failed.provider
+                )),
+                request: failed,
+                took: std::time::Duration::ZERO,
+            },
+        };
+        let _ = tx.send(o);
+    });
+}
+
+/// The journals of a batch's pools: read one by one from files when the
+/// batch is small (most pools have none), else listed at once (one call to
+/// the cluster).
+async fn read_journals(
+    journal: &Journal,
+    pools: &[String],
+) -> Result<BTreeMap<String, Result<RolloutState, String>>, String> {
+    if matches!(journal, Journal::Files(_)) && pools.len() <= 64 {
+        let mut out = BTreeMap::new();
+        for pool in pools {
+            match journal.load(pool).await {
+                Ok(Some(state)) => {
+                    out.insert(pool.clone(), Ok(state));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    out.insert(pool.clone(), Err(format!("{e:#}")));
+                }
+            }
+        }
+        return Ok(out);
+    }
+    journal.all().await.map_err(|e| format!("{e:#}"))
 }
 
 impl Reconciler {
@@ -93,14 +138,19 @@ impl Reconciler {
             d.reconcile.last_started_at = Some(request.started_at);
         });
         // A pool something happened to since the observation began (a worker
-        // started or ended, a pause) is not planned from it: that worker's
-        // end queues it again, or it is queued now.
+        // started or ended, a pause, its document changed, this daemon took
+        // or lost the lease) is not planned from it: it is queued again (a
+        // running worker's end queues it anyway).
         let seq = request.seq;
-        let pools: Vec<String> = request
-            .pools
-            .into_iter()
-            .filter(|p| self.pool_seq.get(p).is_none_or(|s| *s <= seq))
-            .collect();
+        let mut pools = Vec::with_capacity(request.pools.len());
+        for p in request.pools {
+            let stale = seq < self.role_seq || self.pool_seq.get(&p).is_some_and(|s| *s > seq);
+            if !stale && self.provider_of(&p).as_deref() == Some(request.provider.as_str()) {
+                pools.push(p);
+            } else if !self.workers.contains_key(&p) {
+                self.enqueue(&p, request.why);
+            }
+        }
         if self.inventory_stale && self.workers.is_empty() {
             match self.inventory_store.load().await {
                 Ok(inv) => {
@@ -147,11 +197,24 @@ impl Reconciler {
                 trigger: request.why.as_str().to_string(),
             })
             .inc_by(count);
+        // The fleet's plan first (at once when nothing else is due), then
+        // each pool's status and action: a status never runs ahead of `/v1/plan`
+        // on a quiet daemon.
+        for (name, p) in &planned {
+            if let Some(p) = p
+                && self.plans.get(name) != Some(p)
+            {
+                self.plans.insert(name.clone(), p.clone());
+                self.plans_dirty = true;
+            }
+        }
+        self.publish();
         for (name, p) in planned {
             let Some(p) = p else {
                 self.forget_pool(&name);
                 continue;
             };
+            self.looked_at(&name);
             let journal = observed
                 .rollouts
                 .get(&name)
@@ -182,10 +245,6 @@ impl Reconciler {
                 );
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
-            }
-            if self.plans.get(&name) != Some(&p) {
-                self.plans.insert(name, p);
-                self.plans_dirty = true;
             }
         }
         self.finish_batch(started, took);

@@ -52,6 +52,9 @@ const OBSERVE_MAX: usize = 1_000;
 /// How often, at most, the fleet-wide views are assembled while pools change.
 const PUBLISH_EVERY: Duration = Duration::from_millis(500);
 
+/// The daemon says it is ready at the latest this long after its first load.
+const READY_AFTER: Duration = Duration::from_secs(30);
+
 /// What caused a reconcile (a label on the reconciles metric).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -255,6 +258,9 @@ pub struct Reconciler {
     /// observation begun before a pool's last change is not acted on.
     seq: u64,
     pool_seq: HashMap<String, u64>,
+    /// `seq` when this daemon last took or lost the lease: observations begun
+    /// before it are stale for every pool.
+    role_seq: u64,
     /// Each pool's latest plan: the fleet's plan is assembled from these.
     plans: BTreeMap<String, PoolPlan>,
     /// The plans changed since they were last assembled.
@@ -264,7 +270,11 @@ pub struct Reconciler {
     /// The latest plan, for `/v1/plan` and the web page.
     pub latest_plan: LatestPlan,
     resync: ResyncState,
-    /// The first look at every pool after start has ended.
+    /// The pools loaded at start not yet planned once, and when that load
+    /// was: the daemon says it is ready when they all were, or after
+    /// `READY_AFTER` (a provider that does not answer must not keep it
+    /// from starting).
+    startup_pending: Option<(HashSet<String>, Instant)>,
     first_pass_done: bool,
 }
 
@@ -324,11 +334,13 @@ impl Reconciler {
             observed_tx,
             seq: 0,
             pool_seq: HashMap::new(),
+            role_seq: 0,
             plans: BTreeMap::new(),
             plans_dirty: false,
             last_published: None,
             last_logged_plan: None,
             latest_plan: Arc::new(Mutex::new(None)),
+            startup_pending: None,
             first_pass_done: false,
         })
     }
@@ -344,6 +356,9 @@ impl Reconciler {
         self.leading = leading;
         self.inventory_stale = true;
         self.standby_note = note;
+        // What was observed before the change of role is not acted on.
+        self.seq += 1;
+        self.role_seq = self.seq;
         self.enqueue_all(Trigger::Leadership);
     }
 
@@ -409,8 +424,12 @@ impl Reconciler {
     }
 
     /// Queue every known pool (startup, SIGHUP, a change of leadership).
+    /// Queue every known pool (startup, SIGHUP, a change of leadership), and
+    /// every pool planned before: one that is no longer known is forgotten.
     pub fn enqueue_all(&mut self, why: Trigger) {
-        for pool in self.known_pools() {
+        let mut pools = self.known_pools();
+        pools.extend(self.plans.keys().cloned());
+        for pool in pools {
             self.enqueue(&pool, why);
         }
     }
@@ -437,6 +456,7 @@ impl Reconciler {
 
     /// A pool neither in the files nor in the inventory: nothing of it is kept.
     fn forget_pool(&mut self, pool: &str) {
+        self.looked_at(pool);
         self.queue.forget(pool);
         if self.plans.remove(pool).is_some() {
             self.plans_dirty = true;
@@ -556,11 +576,25 @@ impl Reconciler {
             });
         }
         if !self.first_pass_done
-            && self.in_force.is_some()
-            && self.queue.is_empty()
-            && self.observing.is_empty()
+            && let Some((pending, since)) = &self.startup_pending
         {
-            self.first_pass_done = true;
+            if pending.is_empty() {
+                self.first_pass_done = true;
+            } else if since.elapsed() >= READY_AFTER {
+                tracing::warn!(
+                    pools = pending.len(),
+                    "ready before every pool was looked at once: their providers have not answered in {}s",
+                    READY_AFTER.as_secs()
+                );
+                self.first_pass_done = true;
+            }
+        }
+    }
+
+    /// A pool was planned (or forgotten): it no longer holds up readiness.
+    fn looked_at(&mut self, pool: &str) {
+        if let Some((pending, _)) = &mut self.startup_pending {
+            pending.remove(pool);
         }
     }
 

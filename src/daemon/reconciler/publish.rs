@@ -12,14 +12,17 @@ use crate::plan::render::{Source, Style, render_text};
 
 impl Reconciler {
     /// When the views should next be assembled; `None` while nothing changed.
+    /// At once when nothing else is queued or being observed (the plan of a
+    /// quiet fleet is current), else at most every `PUBLISH_EVERY`.
     pub fn publish_due(&self) -> Option<Instant> {
         if !self.plans_dirty {
             return None;
         }
-        Some(
-            self.last_published
-                .map_or_else(Instant::now, |t| t + PUBLISH_EVERY),
-        )
+        let idle = self.queue.is_empty() && self.observing.is_empty();
+        Some(match self.last_published {
+            Some(t) if !idle => t + PUBLISH_EVERY,
+            _ => Instant::now(),
+        })
     }
 
     /// Assemble the views if something changed and the last assembly is old enough.

@@ -121,10 +121,18 @@ impl Reconciler {
             );
         }
         let revision = loaded.revision.clone();
-        let to_plan = match (&self.in_force, why) {
-            (Some(f), Trigger::Files | Trigger::Resync) => Some(changed_pools(&f.config, &config)),
+        // The pools whose desired state changed: an observation of them in
+        // flight is not planned from (it may be of another provider), and
+        // they are queued (every pool is, for a reload that asks for it).
+        let edited = self
+            .in_force
+            .as_ref()
+            .map(|f| changed_pools(&f.config, &config));
+        let to_plan = match (&edited, why) {
+            (Some(e), Trigger::Files | Trigger::Resync) => Some(e.clone()),
             _ => None,
         };
+        let first_load = self.in_force.is_none();
         let short = revision.as_ref().map(Revision::short);
         self.board.update(|d| {
             if changed {
@@ -149,6 +157,21 @@ impl Reconciler {
             providers,
             revision,
         });
+        for pool in edited.iter().flatten() {
+            self.touched(pool);
+        }
+        if changed {
+            // The fleet's plan names the revision and the providers' settings.
+            self.plans_dirty = true;
+        }
+        let overrides = crate::store::overrides::recent(&self.state.root, 20);
+        self.board.update(|d| d.overrides = overrides);
+        if first_load {
+            self.startup_pending = Some((
+                self.known_pools().into_iter().collect(),
+                std::time::Instant::now(),
+            ));
+        }
         match to_plan {
             None => self.enqueue_all(why),
             Some(pools) => {
