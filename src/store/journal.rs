@@ -159,6 +159,51 @@ impl Journal {
     /// Every pool's journal (a rollout in progress, stopped, or rolled back); a
     /// corrupt one is listed with its error, never dropped silently. `Err` when
     /// the journals cannot be listed at all.
+    /// The journals of these pools, as [`Journal::all`] reports them: in
+    /// files, only the journals present are read (one directory listing);
+    /// in the cluster, one list call.
+    pub async fn of(
+        &self,
+        pools: &[String],
+    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+        let wanted: std::collections::HashSet<&str> = pools.iter().map(String::as_str).collect();
+        match self {
+            Journal::Files(dir) => {
+                let mut out = BTreeMap::new();
+                let entries = match std::fs::read_dir(dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+                    Err(e) => anyhow::bail!("reading rollout journals in {}: {e}", dir.display()),
+                };
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    let Some(pool) = name
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".json"))
+                        .filter(|p| wanted.contains(p))
+                    else {
+                        continue;
+                    };
+                    match self.load(pool).await {
+                        Ok(Some(state)) => {
+                            out.insert(pool.to_string(), Ok(state));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            out.insert(pool.to_string(), Err(format!("{e:#}")));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            _ => {
+                let mut all = self.all().await?;
+                all.retain(|pool, _| wanted.contains(pool.as_str()));
+                Ok(all)
+            }
+        }
+    }
+
     pub async fn all(&self) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
         match self {
             Journal::Files(dir) => {

@@ -89,29 +89,12 @@ pub(super) fn spawn_observation(
     });
 }
 
-/// The journals of a batch's pools: read one by one from files when the
-/// batch is small (most pools have none), else listed at once (one call to
-/// the cluster).
+/// The journals of a batch's pools (most pools have none).
 async fn read_journals(
     journal: &Journal,
     pools: &[String],
 ) -> Result<BTreeMap<String, Result<RolloutState, String>>, String> {
-    if matches!(journal, Journal::Files(_)) && pools.len() <= 64 {
-        let mut out = BTreeMap::new();
-        for pool in pools {
-            match journal.load(pool).await {
-                Ok(Some(state)) => {
-                    out.insert(pool.clone(), Ok(state));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    out.insert(pool.clone(), Err(format!("{e:#}")));
-                }
-            }
-        }
-        return Ok(out);
-    }
-    journal.all().await.map_err(|e| format!("{e:#}"))
+    journal.of(pools).await.map_err(|e| format!("{e:#}"))
 }
 
 impl Reconciler {
@@ -202,9 +185,9 @@ impl Reconciler {
         // on a quiet daemon.
         for (name, p) in &planned {
             if let Some(p) = p
-                && self.plans.get(name) != Some(p)
+                && self.plans.get(name).is_none_or(|old| **old != *p)
             {
-                self.plans.insert(name.clone(), p.clone());
+                self.plans.insert(name.clone(), Arc::new(p.clone()));
                 self.plans_dirty = true;
             }
         }

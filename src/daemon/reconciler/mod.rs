@@ -173,9 +173,10 @@ struct InForce {
 }
 
 /// The latest plan and what it was made from (`/v1/plan`, the web page),
-/// assembled from each pool's latest plan.
+/// assembled from each pool's latest plan (shared, not copied).
 pub struct Latest {
-    pub plan: Plan,
+    /// Each pool's plan, by name.
+    pub pools: Vec<Arc<PoolPlan>>,
     pub source: Source,
     pub config: Arc<Config>,
     /// Each provider's poll interval (what a forecast's executor looks at).
@@ -187,7 +188,22 @@ impl Latest {
     /// The plan as `plan -o json` prints it (rendered on first use).
     pub fn json(&self) -> &serde_json::Value {
         self.json
-            .get_or_init(|| plan::render::render_json(&self.plan, &self.source))
+            .get_or_init(|| plan::render::render_json(&self.plan(), &self.source))
+    }
+
+    /// The fleet's plan (a copy of every pool's).
+    pub fn plan(&self) -> Plan {
+        Plan {
+            pools: self.pools.iter().map(|p| PoolPlan::clone(p)).collect(),
+        }
+    }
+
+    /// One pool's plan.
+    pub fn pool(&self, name: &str) -> Option<&PoolPlan> {
+        self.pools
+            .binary_search_by(|p| p.pool.as_str().cmp(name))
+            .ok()
+            .map(|i| self.pools[i].as_ref())
     }
 }
 
@@ -262,7 +278,7 @@ pub struct Reconciler {
     /// before it are stale for every pool.
     role_seq: u64,
     /// Each pool's latest plan: the fleet's plan is assembled from these.
-    plans: BTreeMap<String, PoolPlan>,
+    plans: BTreeMap<String, Arc<PoolPlan>>,
     /// The plans changed since they were last assembled.
     plans_dirty: bool,
     last_published: Option<Instant>,

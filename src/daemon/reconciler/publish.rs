@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use super::{Latest, PUBLISH_EVERY, Reconciler};
-use crate::plan::Plan;
 use crate::plan::render::{Source, Style, render_text};
+use crate::plan::{Plan, PoolPlan};
 
 impl Reconciler {
     /// When the views should next be assembled; `None` while nothing changed.
@@ -38,9 +38,7 @@ impl Reconciler {
         };
         self.plans_dirty = false;
         self.last_published = Some(Instant::now());
-        let plan = Plan {
-            pools: self.plans.values().cloned().collect(),
-        };
+        let pools: Vec<_> = self.plans.values().cloned().collect();
         let source = Source {
             dir: self.source.dir().display().to_string(),
             revision: in_force.revision.clone(),
@@ -56,7 +54,10 @@ impl Reconciler {
                 ))
             })
             .collect();
-        if self.settings.dry_run && plan.has_changes() {
+        if self.settings.dry_run && pools.iter().any(|p| p.has_changes()) {
+            let plan = Plan {
+                pools: pools.iter().map(|p| PoolPlan::clone(p)).collect(),
+            };
             let text = render_text(&plan, &source, Style { color: false });
             if self.last_logged_plan.as_deref() != Some(text.as_str()) {
                 tracing::info!(dry_run = true, "would apply:\n{text}");
@@ -64,7 +65,7 @@ impl Reconciler {
             }
         }
         let latest = Latest {
-            plan,
+            pools,
             source,
             config: in_force.config.clone(),
             polls,

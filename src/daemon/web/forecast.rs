@@ -55,7 +55,7 @@ impl PageForecasts {
         observed: Option<(Arc<ObservedPool>, TemplateHash)>,
         now: Timestamp,
     ) -> Option<serde_json::Value> {
-        let p = latest.plan.pools.iter().find(|p| p.pool == pool)?;
+        let p = latest.pool(pool)?;
         let (template, settings) = p.steps.iter().find_map(|s| match s {
             Step::Roll {
                 template, settings, ..

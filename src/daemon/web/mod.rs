@@ -174,7 +174,7 @@ impl PageWindows {
 /// The pool's part of the plan, as `poolwright plan` prints it; none when
 /// the pool is in sync.
 fn plan_text(latest: &super::reconciler::Latest, pool: &str) -> Option<String> {
-    let p = latest.plan.pools.iter().find(|p| p.pool == pool)?;
+    let p = latest.pool(pool)?;
     if p.steps.is_empty() && p.blocked.is_none() && p.waiting.is_none() && p.drift.is_empty() {
         return None;
     }
