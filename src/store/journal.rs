@@ -6,7 +6,7 @@
 //! forecasts, which run the real executor on a copy of a pool.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::atomic_write;
@@ -156,9 +156,6 @@ impl Journal {
         }
     }
 
-    /// Every pool's journal (a rollout in progress, stopped, or rolled back); a
-    /// corrupt one is listed with its error, never dropped silently. `Err` when
-    /// the journals cannot be listed at all.
     /// The journals of these pools, as [`Journal::all`] reports them: in
     /// files, only the journals present are read (one directory listing);
     /// in the cluster, one list call.
@@ -168,34 +165,7 @@ impl Journal {
     ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
         let wanted: std::collections::HashSet<&str> = pools.iter().map(String::as_str).collect();
         match self {
-            Journal::Files(dir) => {
-                let mut out = BTreeMap::new();
-                let entries = match std::fs::read_dir(dir) {
-                    Ok(e) => e,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-                    Err(e) => anyhow::bail!("reading rollout journals in {}: {e}", dir.display()),
-                };
-                for entry in entries.flatten() {
-                    let name = entry.file_name();
-                    let Some(pool) = name
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".json"))
-                        .filter(|p| wanted.contains(p))
-                    else {
-                        continue;
-                    };
-                    match self.load(pool).await {
-                        Ok(Some(state)) => {
-                            out.insert(pool.to_string(), Ok(state));
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            out.insert(pool.to_string(), Err(format!("{e:#}")));
-                        }
-                    }
-                }
-                Ok(out)
-            }
+            Journal::Files(dir) => self.files(dir, |p| wanted.contains(p)).await,
             _ => {
                 let mut all = self.all().await?;
                 all.retain(|pool, _| wanted.contains(pool.as_str()));
@@ -204,38 +174,48 @@ impl Journal {
         }
     }
 
+    /// The journal files in `dir` of the pools `keep` names. Only files
+    /// named after a pool are journals; anything else (an editor's leftover,
+    /// a planted file) is not read.
+    async fn files(
+        &self,
+        dir: &Path,
+        keep: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+        let mut out = BTreeMap::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => anyhow::bail!("reading rollout journals in {}: {e}", dir.display()),
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pool) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .filter(|p| is_pool_name(p) && keep(p))
+            else {
+                continue;
+            };
+            match self.load(pool).await {
+                Ok(Some(state)) => {
+                    out.insert(pool.to_string(), Ok(state));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    out.insert(pool.to_string(), Err(format!("{e:#}")));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every pool's journal (a rollout in progress, stopped, or rolled back); a
+    /// corrupt one is listed with its error, never dropped silently. `Err` when
+    /// the journals cannot be listed at all.
     pub async fn all(&self) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
         match self {
-            Journal::Files(dir) => {
-                let mut out = BTreeMap::new();
-                let entries = match std::fs::read_dir(dir) {
-                    Ok(e) => e,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-                    Err(e) => anyhow::bail!("reading rollout journals in {}: {e}", dir.display()),
-                };
-                for entry in entries.flatten() {
-                    let name = entry.file_name();
-                    // Only files named after a pool are journals; anything
-                    // else (an editor's leftover, a planted file) is not read.
-                    let Some(pool) = name
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".json"))
-                        .filter(|p| is_pool_name(p))
-                    else {
-                        continue;
-                    };
-                    match self.load(pool).await {
-                        Ok(Some(state)) => {
-                            out.insert(pool.to_string(), Ok(state));
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            out.insert(pool.to_string(), Err(format!("{e:#}")));
-                        }
-                    }
-                }
-                Ok(out)
-            }
+            Journal::Files(dir) => self.files(dir, |_| true).await,
             Journal::Cluster(store) => Ok(store
                 .journals()
                 .await?

@@ -202,7 +202,7 @@ fn an_invalid_file_acts_on_nothing_and_status_says_where() {
     assert_eq!(audit_calls(tmp.path(), "TerminateNode(").len(), 4);
 }
 
-fn git(dir: &Path, args: &[&str]) {
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .current_dir(dir)
         .args(args)

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::daemon::git;
 use crate::support::daemon::Daemon;
 
 const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 3, speed: 1000}\n";
@@ -100,23 +101,6 @@ fn converging_a_fleet_and_editing_one_pool_plan_per_pool_not_per_fleet() {
         after - before <= 8,
         "an edit to one pool planned {} pools",
         after - before
-    );
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

@@ -61,7 +61,10 @@ pub(super) fn spawn_observation(
         )
         .await;
         // Read after the pools were observed: a rollout journaled since is seen.
-        let journals = read_journals(&journal, &request.pools).await;
+        let journals = journal
+            .of(&request.pools)
+            .await
+            .map_err(|e| format!("{e:#}"));
         Observation {
             request,
             observed,
@@ -87,14 +90,6 @@ pub(super) fn spawn_observation(
         };
         let _ = tx.send(o);
     });
-}
-
-/// The journals of a batch's pools (most pools have none).
-async fn read_journals(
-    journal: &Journal,
-    pools: &[String],
-) -> Result<BTreeMap<String, Result<RolloutState, String>>, String> {
-    journal.of(pools).await.map_err(|e| format!("{e:#}"))
 }
 
 impl Reconciler {
