@@ -125,10 +125,6 @@ impl WorkQueue {
         }
     }
 
-    pub fn is_queued(&self, pool: &str) -> bool {
-        self.queued.contains_key(pool)
-    }
-
     /// Pools waiting now.
     pub fn len(&self) -> usize {
         self.queued.len()
