@@ -274,11 +274,12 @@ fn only_the_lease_holder_acts_and_a_killed_leader_hands_over_without_repeating_a
 fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
     use poolwright::clock::SystemClock;
     use poolwright::cluster::lease::{Elector, LeaseSettings, Role};
-    use poolwright::cluster::store::ClusterStore;
+    use poolwright::cluster::shards::Shards;
+    use poolwright::cluster::store::{ClusterStore, Of};
 
     /// The error of a write that must be refused.
     async fn refusal(store: &ClusterStore, name: &str, body: &str) -> String {
-        let refused = store.write(name, Some("web"), body.into()).await;
+        let refused = store.write(name, Of::Journal("web"), body.into()).await;
         format!("{:#}", refused.expect_err("the write was refused"))
     }
 
@@ -299,8 +300,9 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
         };
         let mut a = Elector::new(client.clone(), settings("a"), Arc::new(SystemClock));
         let mut b = Elector::new(client.clone(), settings("b"), Arc::new(SystemClock));
-        let store_a = ClusterStore::new(client.clone(), "default", "fence", a.fence.clone());
-        let store_b = ClusterStore::new(client.clone(), "default", "fence", b.fence.clone());
+        let single = |e: &Elector| Arc::new(Shards::single(e.fence.clone()));
+        let store_a = ClusterStore::new(client.clone(), "default", "fence", single(&a));
+        let store_b = ClusterStore::new(client.clone(), "default", "fence", single(&b));
         let name = store_a.journal_name("web");
 
         assert!(matches!(a.round().await, Role::Leader { epoch: 0, .. }));
@@ -310,7 +312,7 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
             b.role()
         );
         store_a
-            .write(&name, Some("web"), "{\"by\": \"a\"}".into())
+            .write(&name, Of::Journal("web"), "{\"by\": \"a\"}".into())
             .await
             .unwrap();
         let refused = refusal(&store_b, &name, "{\"by\": \"b\"}").await;
@@ -331,7 +333,7 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
             .unwrap();
         assert!(matches!(b.round().await, Role::Leader { epoch: 1, .. }));
         store_b
-            .write(&name, Some("web"), "{\"by\": \"b\"}".into())
+            .write(&name, Of::Journal("web"), "{\"by\": \"b\"}".into())
             .await
             .unwrap();
 
@@ -339,7 +341,7 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
         assert!(a.fence.current().is_some());
         let refused = refusal(&store_a, &name, "{\"by\": \"a, late\"}").await;
         assert!(refused.contains("newer leader (epoch 1"), "{refused}");
-        assert!(store_a.delete(&name).await.is_err());
+        assert!(store_a.delete_journal("web").await.is_err());
         assert_eq!(
             store_b.read(&name).await.unwrap().as_deref(),
             Some("{\"by\": \"b\"}")

@@ -527,6 +527,12 @@ pub struct HaArgs {
     /// How often the lease is renewed (or, by a standby, read)
     #[arg(long, requires = "ha", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     ha_retry_period: std::time::Duration,
+    /// Split the pools into S shards, each a Lease (LEASE-shard-I): every
+    /// daemon holds about S / (live daemons) of them and acts only on their
+    /// pools. A pool's shard is fnv1a64(name) mod S. Every daemon must run
+    /// with the same S (1 to 256)
+    #[arg(long, requires = "ha", value_name = "S", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::cluster::shards::MAX_SHARDS)))]
+    shards: Option<u32>,
 }
 
 impl HaArgs {
@@ -541,6 +547,7 @@ impl HaArgs {
                 lease_duration: self.ha_lease_duration,
                 renew_deadline: self.ha_renew_deadline,
                 retry_period: self.ha_retry_period,
+                shards: self.shards,
             })
     }
 }

@@ -32,6 +32,38 @@ pub(super) fn status(state_dir: &Path, url: Option<&str>, output: Output) -> any
     })
 }
 
+/// Who holds which shard, grouped by daemon: a pool of a shard held
+/// elsewhere is acted on (and its progress best shown) by that daemon.
+fn render_shards(s: &crate::daemon::board::ShardsStatus, me: &str) -> String {
+    let mut by: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for h in &s.shards {
+        let who = match &h.holder {
+            Some(w) if w == me => format!("{w} (this daemon)"),
+            Some(w) => w.clone(),
+            None => "nobody".into(),
+        };
+        by.entry(who).or_default().push(format!(
+            "{}{}",
+            h.shard,
+            if h.releasing { " (handing over)" } else { "" }
+        ));
+    }
+    let mut out = format!(
+        "shards: {} ({}), {} live daemon(s): {}\n",
+        s.count,
+        s.hash,
+        s.members.len(),
+        s.members.join(", ")
+    );
+    for (who, shards) in by {
+        out.push_str(&format!("  {who}: {}\n", shards.join(", ")));
+    }
+    if let Some(e) = &s.error {
+        out.push_str(&format!("  not taking shards: {e}\n"));
+    }
+    out
+}
+
 /// The status as an operator reads it: a header, then one row per pool.
 pub fn render(doc: &StatusDoc) -> String {
     let mut out = String::new();
@@ -53,6 +85,9 @@ pub fn render(doc: &StatusDoc) -> String {
             "lease {} as {}: {}\n",
             h.lease, h.identity, h.role
         ));
+        if let Some(s) = &h.shards {
+            out.push_str(&render_shards(s, &h.identity));
+        }
     }
     let c = &doc.config;
     let revision = c

@@ -115,6 +115,7 @@ fn record_overrides(
             counts: None,
             message: format!("{policy} by {by}: {reason:?}"),
             revision: None,
+            by: None,
         });
     }
     Ok(())

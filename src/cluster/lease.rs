@@ -167,6 +167,9 @@ pub enum Role {
         /// The earliest instant this daemon may take over if the holder stops renewing.
         expires_at: Timestamp,
     },
+    /// Nobody holds it (released, or expired) and this daemon is not taking
+    /// it (a shard lease that is another daemon's share).
+    Free,
 }
 
 impl Role {
@@ -184,6 +187,16 @@ impl Role {
                     "standby: {holder} holds the lease (takes over after {expires_at} if it stops renewing)"
                 )
             }
+            Role::Free => "free: nobody holds the lease".into(),
+        }
+    }
+
+    /// Who holds the lease as this daemon last saw it (`None`: free or unknown).
+    pub fn holder<'a>(&'a self, me: &'a str) -> Option<&'a str> {
+        match self {
+            Role::Leader { .. } => Some(me),
+            Role::Standby { holder, .. } => Some(holder),
+            Role::Free | Role::Candidate { .. } => None,
         }
     }
 }
@@ -196,6 +209,9 @@ pub struct Elector {
     pub fence: Arc<Fence>,
     seen: Option<Sighting>,
     role: Role,
+    /// How long the lease went unrenewed before this daemon last took it
+    /// over (from the previous holder's last renewal), once, for metrics.
+    handover: Option<SignedDuration>,
 }
 
 fn record_of(lease: &Lease) -> Record {
@@ -210,14 +226,31 @@ fn record_of(lease: &Lease) -> Record {
 
 impl Elector {
     pub fn new(client: kube::Client, settings: LeaseSettings, clock: Arc<dyn Clock>) -> Elector {
+        Elector::with_fence(client, settings, clock, Arc::new(Fence::default()))
+    }
+
+    /// An elector granting its terms through `fence` (a shard's).
+    pub fn with_fence(
+        client: kube::Client,
+        settings: LeaseSettings,
+        clock: Arc<dyn Clock>,
+        fence: Arc<Fence>,
+    ) -> Elector {
         Elector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
             clock,
-            fence: Arc::new(Fence::default()),
+            fence,
             seen: None,
             role: Role::Candidate { error: None },
+            handover: None,
         }
+    }
+
+    /// The time the lease went unrenewed before this daemon's last take-over,
+    /// if not yet taken.
+    pub fn take_handover(&mut self) -> Option<SignedDuration> {
+        self.handover.take()
     }
 
     pub fn role(&self) -> &Role {
@@ -242,8 +275,14 @@ impl Elector {
     /// One election round: read the lease, then create, renew or take it, or
     /// follow its holder. Returns the new role.
     pub async fn round(&mut self) -> &Role {
+        self.round_wanting(true).await
+    }
+
+    /// A round that takes a free (or expired) lease only when `want`: a
+    /// held lease is always renewed (giving it back is [`release`](Self::release)).
+    pub async fn round_wanting(&mut self, want: bool) -> &Role {
         let began = Instant::now();
-        let result = self.try_round(began).await;
+        let result = self.try_round(began, want).await;
         let leading_until = self.fence.current();
         self.role = match result {
             Ok(role) => role,
@@ -272,7 +311,7 @@ impl Elector {
         &self.role
     }
 
-    async fn try_round(&mut self, began: Instant) -> Result<Role, String> {
+    async fn try_round(&mut self, began: Instant, want: bool) -> Result<Role, String> {
         let now = self.clock.now();
         let lease = self
             .api
@@ -282,12 +321,20 @@ impl Elector {
         let seen = lease
             .as_ref()
             .map(|l| sight(self.seen.take(), &record_of(l), now));
+        let previous_renewal = seen
+            .as_ref()
+            .filter(|s| s.record.holder.as_deref() != Some(self.settings.identity.as_str()))
+            .and_then(|s| s.record.renew_time);
         self.seen = seen.clone();
         let decided = step(&self.settings.identity, seen.as_ref(), now);
         let (epoch, spec) = match decided {
             Step::Follow { holder, expires_at } => {
                 self.fence.revoke();
                 return Ok(Role::Standby { holder, expires_at });
+            }
+            Step::Create | Step::Acquire { .. } if !want => {
+                self.fence.revoke();
+                return Ok(Role::Free);
             }
             Step::Create => (0, self.spec(0, Some(now), now)),
             Step::Renew { epoch } => {
@@ -333,6 +380,9 @@ impl Elector {
                 let since = match &self.role {
                     Role::Leader { since, epoch: e } if *e == epoch => *since,
                     _ => {
+                        // From the previous holder's last renewal (a release
+                        // writes one) to this take-over.
+                        self.handover = previous_renewal.map(|t| now.duration_since(t));
                         tracing::info!(
                             "{}: this daemon is now the leader (epoch {epoch})",
                             self.lease_ref()

@@ -6,7 +6,9 @@
 pub mod attach;
 pub mod drain;
 pub mod lease;
+pub mod members;
 pub mod nodes;
+pub mod shards;
 pub mod store;
 
 use std::path::Path;

@@ -6,6 +6,11 @@
 //! hold a current term ([`Fence`]), and the ConfigMap it replaces must not carry
 //! a newer epoch than its own (a deposed leader's late write is refused). The
 //! replace is a compare-and-swap on resourceVersion.
+//!
+//! With `--shards S` the fence is the pool's shard's ([`Shards`]): a journal
+//! is written under its pool's shard lease, and the inventory is one ConfigMap
+//! per shard (`LEASE-inventory-I`, the entries of that shard's pools), so
+//! daemons holding different shards never write the same object.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,29 +20,30 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
-use super::lease::Fence;
+use super::shards::Shards;
 
 const KEY: &str = "state.json";
 const EPOCH: &str = "poolwright.io/leader-epoch";
 const WRITER: &str = "poolwright.io/written-by";
 const LEASE_LABEL: &str = "poolwright.io/lease";
 const JOURNAL_LABEL: &str = "poolwright.io/journal-of";
+const INVENTORY_LABEL: &str = "poolwright.io/inventory-shard";
 
 pub struct ClusterStore {
     api: Api<ConfigMap>,
     namespace: String,
     /// The Lease's name: every ConfigMap is named after it.
     lease: String,
-    fence: Arc<Fence>,
+    pub shards: Arc<Shards>,
 }
 
 impl ClusterStore {
-    pub fn new(client: kube::Client, namespace: &str, lease: &str, fence: Arc<Fence>) -> Self {
+    pub fn new(client: kube::Client, namespace: &str, lease: &str, shards: Arc<Shards>) -> Self {
         ClusterStore {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
             lease: lease.to_string(),
-            fence,
+            shards,
         }
     }
 
@@ -45,17 +51,23 @@ impl ClusterStore {
         format!("{}-journal-{pool}", self.lease)
     }
 
-    pub fn inventory_name(&self) -> String {
-        format!("{}-inventory", self.lease)
+    /// The inventory's ConfigMap: one, or (sharded) one per shard.
+    pub fn inventory_name(&self, shard: u32) -> String {
+        if self.shards.is_sharded() {
+            format!("{}-inventory-{shard}", self.lease)
+        } else {
+            format!("{}-inventory", self.lease)
+        }
     }
 
     pub fn describe(&self, name: &str) -> String {
         format!("ConfigMap {}/{name}", self.namespace)
     }
 
-    /// Whether this process may act now (holds a current term).
-    pub fn may_act(&self) -> Result<(), String> {
-        self.fence.check().map(|_| ())
+    /// Whether this process may start a step on `pool` now (holds a current
+    /// term of its shard, and is not handing the shard over).
+    pub fn may_act(&self, pool: &str) -> Result<(), String> {
+        self.shards.may_start(pool).map(|_| ())
     }
 
     pub async fn read(&self, name: &str) -> anyhow::Result<Option<String>> {
@@ -90,10 +102,44 @@ impl ClusterStore {
             .collect())
     }
 
-    /// Replace (or create) `name` with `body`, if this daemon still leads and no
-    /// newer leader has written it.
-    pub async fn write(&self, name: &str, pool: Option<&str>, body: String) -> anyhow::Result<()> {
-        let term = self.fence.check().map_err(anyhow::Error::msg)?;
+    /// Every shard's inventory ConfigMap, by shard (sharded stores only).
+    pub async fn inventories(&self) -> anyhow::Result<BTreeMap<u32, String>> {
+        let selector = format!("{LEASE_LABEL}={},{INVENTORY_LABEL}", self.lease);
+        let list = self
+            .api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .with_context(|| {
+                format!(
+                    "listing the inventory's shards (ConfigMaps {selector}) in {}",
+                    self.namespace
+                )
+            })?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|c| {
+                let shard = c
+                    .metadata
+                    .labels
+                    .as_ref()?
+                    .get(INVENTORY_LABEL)?
+                    .parse()
+                    .ok()?;
+                Some((shard, c.data?.remove(KEY)?))
+            })
+            .collect())
+    }
+
+    /// Replace (or create) `name` with `body`, if this daemon still holds
+    /// `of`'s lease (the pool's shard, or the inventory's) and no newer holder
+    /// has written it.
+    pub async fn write(&self, name: &str, of: Of<'_>, body: String) -> anyhow::Result<()> {
+        let shard = match of {
+            Of::Journal(pool) => self.shards.of(pool),
+            Of::Inventory(shard) => shard,
+        };
+        let term = self.shards.may_write(shard).map_err(anyhow::Error::msg)?;
         let what = self.describe(name);
         let current = self
             .api
@@ -109,8 +155,14 @@ impl ClusterStore {
             );
         }
         let mut labels = BTreeMap::from([(LEASE_LABEL.to_string(), self.lease.clone())]);
-        if let Some(pool) = pool {
-            labels.insert(JOURNAL_LABEL.to_string(), pool.to_string());
+        match of {
+            Of::Journal(pool) => {
+                labels.insert(JOURNAL_LABEL.to_string(), pool.to_string());
+            }
+            Of::Inventory(shard) if self.shards.is_sharded() => {
+                labels.insert(INVENTORY_LABEL.to_string(), shard.to_string());
+            }
+            Of::Inventory(_) => {}
         }
         let cm = ConfigMap {
             metadata: ObjectMeta {
@@ -142,9 +194,15 @@ impl ClusterStore {
         })
     }
 
-    /// Delete `name` (fenced like [`write`](Self::write)); already gone is fine.
-    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
-        let term = self.fence.check().map_err(anyhow::Error::msg)?;
+    /// Delete the journal of `pool` (fenced like [`write`](Self::write));
+    /// already gone is fine.
+    pub async fn delete_journal(&self, pool: &str) -> anyhow::Result<()> {
+        let name = self.journal_name(pool);
+        let name = name.as_str();
+        let term = self
+            .shards
+            .may_write(self.shards.of(pool))
+            .map_err(anyhow::Error::msg)?;
         let what = self.describe(name);
         let Some(current) = self
             .api
@@ -175,6 +233,14 @@ impl ClusterStore {
             Err(e) => Err(anyhow::anyhow!("deleting {what}: {e}")),
         }
     }
+}
+
+/// Whose lease fences a write: the pool's shard for its journal, or the
+/// inventory's shard.
+#[derive(Clone, Copy, Debug)]
+pub enum Of<'a> {
+    Journal(&'a str),
+    Inventory(u32),
 }
 
 fn epoch_of(cm: &ConfigMap) -> Option<i32> {

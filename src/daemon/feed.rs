@@ -283,6 +283,7 @@ mod tests {
             counts: None,
             message: "healthy".into(),
             revision: None,
+            by: None,
         }
     }
 

@@ -3,7 +3,14 @@
 //! journals and the inventory live in ConfigMaps beside it
 //! ([`crate::cluster::store`]), so the daemon that takes the lease over resumes
 //! where the last leader stopped.
+//!
+//! With `--shards S` there is one Lease per shard instead, and every daemon
+//! holds its share of them ([`crate::cluster::shards`]): each renews a member
+//! Lease ([`crate::cluster::members`]), and every retry period takes free
+//! shards up to its share or gives back those above it, a shard at a time,
+//! once no step of its pools is in flight.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +20,12 @@ use kube::config::KubeConfigOptions;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::board::{Board, HaStatus};
+use super::board::{Board, HaStatus, ShardHolder, ShardsStatus};
+use super::metrics::{Metrics, ShardMoveLabels};
 use crate::clock::Clock;
 use crate::cluster::lease::{Elector, LeaseSettings, Role};
+use crate::cluster::members::Membership;
+use crate::cluster::shards::{self, Moves, Shards, View};
 use crate::cluster::store::ClusterStore;
 use crate::reconcile::Stop;
 
@@ -33,6 +43,8 @@ pub struct HaOptions {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// `--shards S`: S shard leases instead of one leader lease.
+    pub shards: Option<u32>,
 }
 
 impl HaOptions {
@@ -55,6 +67,13 @@ impl HaOptions {
             self.lease_duration >= Duration::from_secs(1),
             "--ha-lease-duration must be at least 1s"
         );
+        if let Some(s) = self.shards {
+            anyhow::ensure!(
+                (1..=shards::MAX_SHARDS).contains(&s),
+                "--shards {s}: use 1 to {}",
+                shards::MAX_SHARDS
+            );
+        }
         Ok(())
     }
 }
@@ -69,10 +88,28 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// What `--ha kubernetes` runs on: the elector and the shared store.
+/// What `--ha kubernetes` runs on: the election and the shared store.
 pub struct Ha {
-    pub elector: Elector,
+    pub election: Election,
     pub store: Arc<ClusterStore>,
+    pub identity: String,
+    /// `NAMESPACE/NAME` of the leader lease, or the shard leases' base name.
+    pub lease: String,
+}
+
+pub enum Election {
+    /// One leader lease: its holder acts on every pool.
+    Leader(Elector),
+    /// One lease per shard; this daemon acts on the pools of those it holds.
+    Sharded(ShardElection),
+}
+
+pub struct ShardElection {
+    electors: Vec<Elector>,
+    membership: Membership,
+    shards: Arc<Shards>,
+    identity: String,
+    retry_period: Duration,
 }
 
 pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<Ha> {
@@ -106,37 +143,137 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let client = kube::Client::try_from(config).context("--ha: kubernetes client")?;
-    let settings = LeaseSettings {
+    let identity = opts.identity.clone().unwrap_or_else(default_identity);
+    let settings = |name: String| LeaseSettings {
         namespace: namespace.clone(),
-        name: opts.lease.clone(),
-        identity: opts.identity.clone().unwrap_or_else(default_identity),
+        name,
+        identity: identity.clone(),
         duration: opts.lease_duration,
         renew_deadline: opts.renew_deadline,
         retry_period: opts.retry_period,
     };
-    let elector = Elector::new(client.clone(), settings, clock);
-    let store = Arc::new(ClusterStore::new(
-        client,
-        &namespace,
-        &opts.lease,
-        elector.fence.clone(),
-    ));
-    Ok(Ha { elector, store })
+    let lease = format!("{namespace}/{}", opts.lease);
+    match opts.shards {
+        None => {
+            let elector = Elector::new(client.clone(), settings(opts.lease.clone()), clock);
+            let shards = Arc::new(Shards::single(elector.fence.clone()));
+            let store = Arc::new(ClusterStore::new(client, &namespace, &opts.lease, shards));
+            Ok(Ha {
+                election: Election::Leader(elector),
+                store,
+                identity,
+                lease,
+            })
+        }
+        Some(count) => {
+            let shards = Arc::new(Shards::sharded(count));
+            let electors = (0..shards.count())
+                .map(|i| {
+                    Elector::with_fence(
+                        client.clone(),
+                        settings(shards::shard_lease(&opts.lease, i)),
+                        clock.clone(),
+                        shards.fence(i).clone(),
+                    )
+                })
+                .collect();
+            let membership = Membership::new(
+                client.clone(),
+                &namespace,
+                &opts.lease,
+                &identity,
+                opts.lease_duration,
+                shards.count(),
+                clock,
+            );
+            let store = Arc::new(ClusterStore::new(
+                client,
+                &namespace,
+                &opts.lease,
+                shards.clone(),
+            ));
+            Ok(Ha {
+                election: Election::Sharded(ShardElection {
+                    electors,
+                    membership,
+                    shards,
+                    identity: identity.clone(),
+                    retry_period: opts.retry_period,
+                }),
+                store,
+                identity,
+                lease,
+            })
+        }
+    }
 }
 
-/// Whether this daemon leads, and a sentence for pool messages when it does not.
+/// Which pools this daemon may act on, and a sentence for those it may not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leading {
-    pub leader: bool,
-    pub holder: Option<String>,
+    /// The shards it holds (without sharding, shard 0 while it leads).
+    pub held: BTreeSet<u32>,
+    /// Held shards being handed over: their workers stop at a safe point.
+    pub releasing: BTreeSet<u32>,
+    /// Each shard's holder as last read.
+    pub holders: Vec<Option<String>>,
+    /// Why it does not act (the leader lease is another's, or none is held).
     pub note: String,
 }
 
-/// Run election rounds every retry period until `stop`; the board shows the
-/// role, `leading` changes when this daemon takes or loses the lease (or the
-/// holder changes). Returns the elector, so the caller can release the lease
-/// once nothing is in flight.
-pub fn spawn_elector(
+impl Leading {
+    pub fn waiting() -> Leading {
+        Leading {
+            held: BTreeSet::new(),
+            releasing: BTreeSet::new(),
+            holders: Vec::new(),
+            note: "waiting for the leader lease".into(),
+        }
+    }
+
+    pub fn leader(&self) -> bool {
+        !self.held.is_empty()
+    }
+}
+
+/// Run the election every retry period until `stop`: the board shows the
+/// role, `leading` changes when this daemon takes or loses a lease (or a
+/// holder changes). Returns the election, so the caller can release its
+/// leases once nothing is in flight.
+pub fn spawn(
+    election: Election,
+    board: Arc<Board>,
+    metrics: Arc<Metrics>,
+    leading: watch::Sender<Leading>,
+    stop: Stop,
+) -> JoinHandle<Election> {
+    match election {
+        Election::Leader(e) => {
+            let task = spawn_elector(e, board, leading, stop);
+            tokio::spawn(async move {
+                Election::Leader(task.await.expect("the election task does not panic"))
+            })
+        }
+        Election::Sharded(s) => tokio::spawn(async move {
+            Election::Sharded(run_shards(s, board, metrics, leading, stop).await)
+        }),
+    }
+}
+
+impl Election {
+    /// Give every held lease back (on a clean stop, with nothing in flight).
+    pub async fn release(&mut self) {
+        match self {
+            Election::Leader(e) => e.release().await,
+            Election::Sharded(s) => {
+                futures_util::future::join_all(s.electors.iter_mut().map(|e| e.release())).await;
+                s.membership.leave().await;
+            }
+        }
+    }
+}
+
+fn spawn_elector(
     mut elector: Elector,
     board: Arc<Board>,
     leading: watch::Sender<Leading>,
@@ -146,11 +283,7 @@ pub fn spawn_elector(
         let lease = format!("{}/{}", elector.settings.namespace, elector.settings.name);
         loop {
             let role = elector.round().await.clone();
-            let holder = match &role {
-                Role::Leader { .. } => Some(elector.settings.identity.clone()),
-                Role::Standby { holder, .. } => Some(holder.clone()),
-                Role::Candidate { .. } => None,
-            };
+            let holder = role.holder(&elector.settings.identity).map(str::to_string);
             board.update(|d| {
                 d.daemon.ha = Some(HaStatus {
                     lease: lease.clone(),
@@ -158,23 +291,23 @@ pub fn spawn_elector(
                     leader: role.is_leader(),
                     holder: holder.clone(),
                     role: role.describe(),
+                    shards: None,
                 })
             });
             let now = Leading {
-                leader: role.is_leader(),
-                holder,
+                held: if role.is_leader() {
+                    BTreeSet::from([0])
+                } else {
+                    BTreeSet::new()
+                },
+                releasing: BTreeSet::new(),
+                holders: vec![holder],
                 note: match &role {
                     Role::Standby { holder, .. } => format!("standby: {holder} holds the lease"),
                     r => r.describe(),
                 },
             };
-            leading.send_if_modified(|cur| {
-                let changed = cur.leader != now.leader || cur.holder != now.holder;
-                if changed {
-                    *cur = now;
-                }
-                changed
-            });
+            send_if_changed(&leading, now);
             tokio::select! {
                 _ = tokio::time::sleep(elector.settings.retry_period) => {}
                 _ = stop.requested() => break,
@@ -182,4 +315,229 @@ pub fn spawn_elector(
         }
         elector
     })
+}
+
+fn send_if_changed(leading: &watch::Sender<Leading>, now: Leading) {
+    leading.send_if_modified(|cur| {
+        let changed = *cur != now;
+        if changed {
+            *cur = now;
+        }
+        changed
+    });
+}
+
+/// The sharded election's loop: renew membership, read the others, take or
+/// give back shards, renew what is held.
+async fn run_shards(
+    mut s: ShardElection,
+    board: Arc<Board>,
+    metrics: Arc<Metrics>,
+    leading: watch::Sender<Leading>,
+    stop: Stop,
+) -> ShardElection {
+    let count = s.shards.count();
+    let mut members = BTreeSet::from([s.identity.clone()]);
+    let mut error: Option<String> = None;
+    loop {
+        if let Err(e) = s.membership.renew().await {
+            tracing::warn!("--shards: renewing this daemon's membership: {e}");
+        }
+        match s.membership.live().await {
+            Ok(live) => {
+                // Daemons that disagree on the shard count would put a pool in
+                // two shards: none of them takes a shard until they agree.
+                error = live
+                    .iter()
+                    .find(|m| m.shards.is_some_and(|c| c != count))
+                    .map(|m| {
+                        format!(
+                            "daemon {} runs with --shards {}, this one with {count}: taking no shard until every daemon runs with the same count",
+                            m.identity,
+                            m.shards.unwrap_or_default()
+                        )
+                    });
+                members = live.into_iter().map(|m| m.identity).collect();
+            }
+            // Not knowing who is alive, keep the last view: the leases
+            // themselves still keep two daemons off one shard.
+            Err(e) => tracing::warn!("--shards: {e}"),
+        }
+        let moves = s.decide(&members, error.is_some());
+        let wants: Vec<bool> = (0..count).map(|i| moves.take.contains(&i)).collect();
+        s.rounds(&wants).await;
+        // A shard seen free only now (its holder stopped renewing or gave it
+        // back) is taken in the same period, not the next.
+        let again = s.decide(&members, error.is_some());
+        let late: Vec<bool> = (0..count)
+            .map(|i| again.take.contains(&i) && !wants[i as usize])
+            .collect();
+        if late.iter().any(|w| *w) {
+            s.rounds_of(&late).await;
+        }
+        for e in s.electors.iter_mut() {
+            if let Some(d) = e.take_handover() {
+                metrics
+                    .shard_handover_seconds
+                    .observe(d.as_secs_f64().max(0.0));
+                metrics
+                    .shard_rebalances
+                    .get_or_create(&ShardMoveLabels { dir: "take".into() })
+                    .inc();
+                tracing::info!(
+                    lease = %e.settings.name,
+                    "--shards: took the shard, {:.1}s after its last holder's last renewal",
+                    d.as_secs_f64()
+                );
+            }
+        }
+        // Give back what is above this daemon's share, each shard once no
+        // step of its pools is in flight (workers stop at their next safe point).
+        let release = s.decide(&members, error.is_some()).release;
+        for i in 0..count {
+            let giving = release.contains(&i) && s.electors[i as usize].role().is_leader();
+            s.shards.set_releasing(i, giving);
+            if giving && s.shards.inflight(i) == 0 {
+                s.electors[i as usize].release().await;
+                s.shards.set_releasing(i, false);
+                metrics
+                    .shard_rebalances
+                    .get_or_create(&ShardMoveLabels {
+                        dir: "release".into(),
+                    })
+                    .inc();
+            }
+        }
+        s.publish(&board, &metrics, &leading, &members, error.clone());
+        tokio::select! {
+            _ = tokio::time::sleep(s.retry_period) => {}
+            _ = stop.requested() => break,
+        }
+    }
+    s
+}
+
+impl ShardElection {
+    fn holders(&self) -> Vec<Option<String>> {
+        self.electors
+            .iter()
+            .map(|e| e.role().holder(&self.identity).map(str::to_string))
+            .collect()
+    }
+
+    fn decide(&self, members: &BTreeSet<String>, halt: bool) -> Moves {
+        let holders = self.holders();
+        if halt {
+            return Moves {
+                take: Vec::new(),
+                release: (0..self.shards.count())
+                    .filter(|i| holders[*i as usize].as_deref() == Some(self.identity.as_str()))
+                    .collect(),
+            };
+        }
+        shards::rebalance(&View {
+            me: &self.identity,
+            members,
+            holders: &holders,
+        })
+    }
+
+    /// One round on every shard lease at once (a slow API must not make the
+    /// last shard's renewal late): renew held ones, take the wanted free ones.
+    async fn rounds(&mut self, wants: &[bool]) {
+        futures_util::future::join_all(
+            self.electors
+                .iter_mut()
+                .zip(wants)
+                .map(|(e, w)| e.round_wanting(*w)),
+        )
+        .await;
+    }
+
+    /// A round on the shards marked only.
+    async fn rounds_of(&mut self, which: &[bool]) {
+        futures_util::future::join_all(
+            self.electors
+                .iter_mut()
+                .zip(which)
+                .filter(|(_, w)| **w)
+                .map(|(e, _)| e.round_wanting(true)),
+        )
+        .await;
+    }
+
+    fn publish(
+        &self,
+        board: &Board,
+        metrics: &Metrics,
+        leading: &watch::Sender<Leading>,
+        members: &BTreeSet<String>,
+        error: Option<String>,
+    ) {
+        let holders = self.holders();
+        let held: BTreeSet<u32> = (0..self.shards.count())
+            .filter(|i| self.electors[*i as usize].role().is_leader())
+            .collect();
+        let releasing: BTreeSet<u32> = held
+            .iter()
+            .copied()
+            .filter(|i| self.shards.is_releasing(*i))
+            .collect();
+        metrics.shards_held.set(held.len() as i64);
+        metrics.leader.set(i64::from(!held.is_empty()));
+        let base = self.electors[0]
+            .settings
+            .name
+            .trim_end_matches("-shard-0")
+            .to_string();
+        let namespace = self.electors[0].settings.namespace.clone();
+        let role = match (&error, held.len()) {
+            (Some(e), _) => e.clone(),
+            (None, 0) => format!("holds none of {} shards", self.shards.count()),
+            (None, n) => format!(
+                "holds {n} of {} shards: {}",
+                self.shards.count(),
+                held.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        board.update(|d| {
+            d.daemon.ha = Some(HaStatus {
+                lease: format!("{namespace}/{base}-shard-*"),
+                identity: self.identity.clone(),
+                leader: !held.is_empty(),
+                holder: None,
+                role: role.clone(),
+                shards: Some(ShardsStatus {
+                    count: self.shards.count(),
+                    hash: "fnv1a64(pool name) mod count".into(),
+                    held: held.iter().copied().collect(),
+                    members: members.iter().cloned().collect(),
+                    shards: self
+                        .electors
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| ShardHolder {
+                            shard: i as u32,
+                            lease: e.settings.name.clone(),
+                            holder: holders[i].clone(),
+                            releasing: releasing.contains(&(i as u32)),
+                        })
+                        .collect(),
+                    error: error.clone(),
+                }),
+            })
+        });
+        send_if_changed(
+            leading,
+            Leading {
+                held,
+                releasing,
+                holders,
+                note: error.unwrap_or_else(|| "its shard is held by another daemon".into()),
+            },
+        );
+    }
 }

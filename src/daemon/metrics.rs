@@ -60,6 +60,12 @@ pub struct CallErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardMoveLabels {
+    /// take or release
+    pub dir: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub event: String,
 }
@@ -80,6 +86,9 @@ pub struct Metrics {
     pub config_load_errors: Counter,
     pub config_valid: Gauge,
     pub leader: Gauge,
+    pub shards_held: Gauge,
+    pub shard_rebalances: Family<ShardMoveLabels, Counter>,
+    pub shard_handover_seconds: Histogram,
     pub pools: Family<StateLabels, Gauge>,
     pub nodes: Family<PoolStateLabels, Gauge>,
     pub rollout_nodes: Family<RolloutLabels, Gauge>,
@@ -108,6 +117,10 @@ impl Metrics {
             config_load_errors: Counter::default(),
             config_valid: Gauge::default(),
             leader: Gauge::default(),
+            shards_held: Gauge::default(),
+            shard_rebalances: Family::default(),
+            // 0.25 s .. ~17 min
+            shard_handover_seconds: Histogram::new(exponential_buckets(0.25, 2.0, 13)),
             pools: Family::default(),
             nodes: Family::default(),
             rollout_nodes: Family::default(),
@@ -145,6 +158,21 @@ impl Metrics {
             "leader",
             "1 while this daemon may act: always without --ha, only as the lease holder with it",
             m.leader.clone(),
+        );
+        registry.register(
+            "shards_held",
+            "Shard leases this daemon holds (--shards)",
+            m.shards_held.clone(),
+        );
+        registry.register(
+            "shard_rebalances",
+            "Shard leases this daemon took or gave back, by move (take, release)",
+            m.shard_rebalances.clone(),
+        );
+        registry.register(
+            "shard_handover_seconds",
+            "From a shard's previous holder's last renewal (or release) to this daemon taking it",
+            m.shard_handover_seconds.clone(),
         );
         registry.register("pools", "Pools by state", m.pools.clone());
         registry.register("nodes", "Nodes by pool and state", m.nodes.clone());

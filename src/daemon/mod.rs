@@ -164,7 +164,7 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
 
     // Where the journal and the inventory live: the state directory, or (with
     // --ha) the cluster, beside the Lease.
-    let (stores, elector) = match &opts.ha {
+    let (stores, election) = match &opts.ha {
         None => {
             let inventory_store = InventoryStore::file(state.inventory());
             let inventory = inventory_store.load().await?;
@@ -172,34 +172,50 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
                 journal: Journal::new(state.journal_dir()),
                 inventory_store: Arc::new(inventory_store),
                 inventory,
-                shared: false,
+                shards: None,
             };
             (stores, None)
         }
         Some(ha_opts) => {
-            let ha::Ha { elector, store } = ha::connect(ha_opts, clock.clone()).await?;
-            tracing::info!(
-                lease = %format!("{}/{}", elector.settings.namespace, elector.settings.name),
-                identity = %elector.settings.identity,
-                "--ha kubernetes: acting only while holding the lease; journals and inventory in ConfigMaps beside it"
-            );
+            let ha::Ha {
+                election,
+                store,
+                identity,
+                lease,
+            } = ha::connect(ha_opts, clock.clone()).await?;
+            match &ha_opts.shards {
+                None => tracing::info!(
+                    lease = %lease,
+                    identity = %identity,
+                    "--ha kubernetes: acting only while holding the lease; journals and inventory in ConfigMaps beside it"
+                ),
+                Some(n) => tracing::info!(
+                    leases = %format!("{lease}-shard-0..{}", n - 1),
+                    identity = %identity,
+                    "--ha kubernetes --shards {n}: acting only on the pools of the shards held; journals and inventory in ConfigMaps beside the leases"
+                ),
+            }
+            events.stamp_with(identity, store.shards.clone());
             let stores = Stores {
                 journal: Journal::Cluster(store.clone()),
+                shards: Some(store.shards.clone()),
                 inventory_store: Arc::new(InventoryStore::cluster(store)),
                 inventory: Inventory::default(),
-                shared: true,
             };
-            (stores, Some(elector))
+            (stores, Some(election))
         }
     };
-    let (leading_tx, mut leading_rx) = tokio::sync::watch::channel(ha::Leading {
-        leader: elector.is_none(),
-        holder: None,
-        note: "waiting for the leader lease".into(),
-    });
+    let (leading_tx, mut leading_rx) = tokio::sync::watch::channel(ha::Leading::waiting());
     let elector_stop = Stop::new();
-    let elector_task = elector
-        .map(|e| ha::spawn_elector(e, board.clone(), leading_tx.clone(), elector_stop.clone()));
+    let elector_task = election.map(|e| {
+        ha::spawn(
+            e,
+            board.clone(),
+            metrics.clone(),
+            leading_tx.clone(),
+            elector_stop.clone(),
+        )
+    });
     let ha_enabled = elector_task.is_some();
     metrics.leader.set(i64::from(!ha_enabled));
 
@@ -417,14 +433,10 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
             Some(request) = control_rx.recv() => reconciler.control(request).await,
             Ok(()) = leading_rx.changed(), if ha_enabled => {
                 let now = leading_rx.borrow_and_update().clone();
-                if now.leader {
-                    tracing::info!("took the leader lease: resuming from the journals in the cluster");
-                } else {
-                    tracing::warn!("{}: not acting; workers stop before their next step", now.note);
+                metrics.leader.set(i64::from(now.leader()));
+                if let Some(t) = reconciler.set_leading(now) {
+                    reload = Some(reload.map_or(t, |r| r.merge(t)));
                 }
-                metrics.leader.set(i64::from(now.leader));
-                reconciler.set_leading(now.leader, now.note);
-                reload = Some(Trigger::Leadership);
             }
             Some(()) = files_rx.recv() => {
                 if reconciler.files_changed() {
@@ -466,10 +478,10 @@ async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::
         // with this process).
         if let Some(task) = elector_task {
             elector_stop.request();
-            if let Ok(mut elector) = task.await
+            if let Ok(mut election) = task.await
                 && reconciler.busy_pools() == 0
             {
-                elector.release().await;
+                election.release().await;
             }
         }
     })

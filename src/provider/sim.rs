@@ -11,6 +11,12 @@
 //! atomically, with a log of the changes since in `NAME.log.jsonl` once the
 //! fleet is large), so a `plan` after `apply` in another process sees what
 //! was done.
+//!
+//! With `POOLWRIGHT_SIM_DIR` set, the fleet lives in that directory instead,
+//! shared by every process pointing there (several daemons on one simulator,
+//! as sharded daemons on one cloud account are): every call then takes the
+//! fleet's file lock and reads the fleet again if another process changed it,
+//! so no two processes act on different copies.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +56,56 @@ struct Fleet {
     /// Where its snapshot and change log stand.
     #[serde(skip)]
     persisted: SnapshotLog,
+    /// The files as this process last read or wrote them (shared fleets).
+    #[serde(skip)]
+    stamp: Option<Stamp>,
+}
+
+/// What changes when another process saves the fleet: the snapshot is
+/// replaced (a new file) or the log grows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    snapshot: (u64, i64, i64, u64),
+    log: Option<(u64, u64)>,
+}
+
+fn stamp_of(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let log = std::fs::symlink_metadata(snapshot_log::log_path(path))
+        .ok()
+        .map(|l| (l.ino(), l.len()));
+    Some(Stamp {
+        snapshot: (m.ino(), m.mtime(), m.mtime_nsec(), m.len()),
+        log,
+    })
+}
+
+/// Read the fleet from its snapshot and log (the caller holds the lock).
+fn read_fleet(p: &Path) -> anyhow::Result<Fleet> {
+    let read = snapshot_log::read(p, 256 * 1024 * 1024, |line| {
+        serde_json::from_slice::<Change<serde::de::IgnoredAny>>(line).is_ok()
+    })
+    .map_err(|e| anyhow::anyhow!("simulator state: {e}"))?;
+    let bytes = read
+        .snapshot
+        .ok_or_else(|| anyhow::anyhow!("reading simulator state {}: it is gone", p.display()))?;
+    let mut fleet: Fleet = serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display()))?;
+    for record in &read.records {
+        let change: Change<SimPool> = serde_json::from_slice(record).map_err(|e| {
+            anyhow::anyhow!("simulator change log of {} is corrupt: {e}", p.display())
+        })?;
+        fleet.apply(change);
+    }
+    fleet.persisted = read.state;
+    anyhow::ensure!(
+        fleet.format == FORMAT,
+        "simulator state {} has format {}, this release reads {FORMAT}",
+        p.display(),
+        fleet.format
+    );
+    Ok(fleet)
 }
 
 /// One mutation in the change log: the pool it changed, whole (`None`:
@@ -156,6 +212,8 @@ pub struct Sim {
     settings: SimSettings,
     speed: f64,
     path: Option<PathBuf>,
+    /// The fleet is shared with other processes (`POOLWRIGHT_SIM_DIR`).
+    shared: bool,
     clock: Arc<dyn Clock>,
     fleet: Mutex<Fleet>,
     calls: AtomicU64,
@@ -171,36 +229,23 @@ impl Sim {
         state_dir: Option<&Path>,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Sim> {
-        let path = state_dir.map(|d| d.join("sim").join(format!("{name}.json")));
+        // A shared simulator (POOLWRIGHT_SIM_DIR) is for processes that persist.
+        let shared = state_dir
+            .and(std::env::var_os("POOLWRIGHT_SIM_DIR"))
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        let path = match &shared {
+            Some(dir) => Some(dir.join(format!("{name}.json"))),
+            None => state_dir.map(|d| d.join("sim").join(format!("{name}.json"))),
+        };
         let fleet = match &path {
             Some(p) if state_exists(p)? => {
                 // Read the fleet and check the audit as one step against a
                 // process saving and auditing a mutation (a `plan` beside a
                 // running daemon must not see the save without its line).
                 let _held = AuditLock::take(p);
-                let read = snapshot_log::read(p, 256 * 1024 * 1024, |line| {
-                    serde_json::from_slice::<Change<serde::de::IgnoredAny>>(line).is_ok()
-                })
-                .map_err(|e| anyhow::anyhow!("simulator state: {e}"))?;
-                let bytes = read.snapshot.ok_or_else(|| {
-                    anyhow::anyhow!("reading simulator state {}: it is gone", p.display())
-                })?;
-                let mut fleet: Fleet = serde_json::from_slice(&bytes).map_err(|e| {
-                    anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display())
-                })?;
-                for record in &read.records {
-                    let change: Change<SimPool> = serde_json::from_slice(record).map_err(|e| {
-                        anyhow::anyhow!("simulator change log of {} is corrupt: {e}", p.display())
-                    })?;
-                    fleet.apply(change);
-                }
-                fleet.persisted = read.state;
-                anyhow::ensure!(
-                    fleet.format == FORMAT,
-                    "simulator state {} has format {}, this release reads {FORMAT}",
-                    p.display(),
-                    fleet.format
-                );
+                let mut fleet = read_fleet(p)?;
+                fleet.stamp = stamp_of(p);
                 if let Some(last) = &fleet.last_call {
                     repair_audit(&p.with_extension("audit.jsonl"), fleet.audited, last);
                 }
@@ -216,10 +261,27 @@ impl Sim {
             speed: settings.speed.as_ref().map_or(1.0, |s| s.value),
             settings: settings.clone(),
             path,
+            shared: shared.is_some(),
             clock,
             fleet: Mutex::new(fleet),
             calls: AtomicU64::new(0),
         })
+    }
+
+    /// A shared fleet, as another process may have left it: read again if
+    /// its files changed since this process last read or wrote them. The
+    /// caller holds the file lock.
+    fn refresh(&self, fleet: &mut Fleet, call: &str) -> Result<()> {
+        let Some(path) = self.path.as_deref().filter(|_| self.shared) else {
+            return Ok(());
+        };
+        let now = stamp_of(path);
+        if now.is_some() && now != fleet.stamp {
+            *fleet = read_fleet(path)
+                .map_err(|e| ProviderError::new(call, ErrorKind::Unavailable, format!("{e:#}")))?;
+            fleet.stamp = now;
+        }
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Fleet> {
@@ -549,13 +611,26 @@ impl Sim {
         self.inject(&call)?;
         let now = self.clock.now();
         let mut fleet = self.lock();
+        // Shared, the lock is held across reading, changing and saving.
+        let mut held = self
+            .path
+            .as_deref()
+            .filter(|_| self.shared)
+            .map(AuditLock::take);
+        self.refresh(&mut fleet, &call)?;
         let out = f(self, &mut fleet, now, &call)?;
         self.converge(&mut fleet, pool, now);
         fleet.audited += 1;
         fleet.last_call = Some((now, call.clone()));
-        let _held = self.path.as_deref().map(AuditLock::take);
+        if held.is_none() {
+            held = self.path.as_deref().map(AuditLock::take);
+        }
         self.save(&mut fleet, pool)?;
         self.audit(now, &call);
+        if self.shared {
+            fleet.stamp = self.path.as_deref().and_then(stamp_of);
+        }
+        drop(held);
         Ok(out)
     }
 }
@@ -610,7 +685,13 @@ impl Provider for Sim {
     async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
         self.inject("DescribePools")?;
         let now = self.clock.now();
-        let fleet = self.lock();
+        let mut fleet = self.lock();
+        let _held = self
+            .path
+            .as_deref()
+            .filter(|_| self.shared)
+            .map(AuditLock::shared);
+        self.refresh(&mut fleet, "DescribePools")?;
         Ok(names
             .iter()
             .filter_map(|name| {
@@ -807,6 +888,15 @@ struct AuditLock(Option<std::fs::File>);
 
 impl AuditLock {
     fn take(fleet_file: &Path) -> AuditLock {
+        AuditLock::take_as(fleet_file, libc::LOCK_EX)
+    }
+
+    /// Held by readers of a shared fleet: they exclude writers, not each other.
+    fn shared(fleet_file: &Path) -> AuditLock {
+        AuditLock::take_as(fleet_file, libc::LOCK_SH)
+    }
+
+    fn take_as(fleet_file: &Path, how: libc::c_int) -> AuditLock {
         use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::io::AsRawFd;
         let file = std::fs::OpenOptions::new()
@@ -819,7 +909,7 @@ impl AuditLock {
             .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
         if let Some(f) = &file {
             // SAFETY: flock on a descriptor this struct owns.
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+            unsafe { libc::flock(f.as_raw_fd(), how) };
         }
         AuditLock(file)
     }

@@ -169,7 +169,7 @@ async fn pool_steps(
         }
         // With `run --ha kubernetes`, only the lease holder takes a step.
         ctx.journal
-            .may_act()
+            .may_act(&p.pool)
             .map_err(|e| format!("{who}: {}: {e}", describe_step(step)))?;
         (ctx.progress)(&format!("{who}: {}...", describe_step(step)));
         let result = run_step(p, step, provider.as_ref(), ctx).await;
@@ -187,6 +187,7 @@ async fn pool_steps(
                     counts,
                     message,
                     revision: None,
+                    by: None,
                 });
                 break;
             }
@@ -200,6 +201,7 @@ async fn pool_steps(
                     counts,
                     message: describe_step(step),
                     revision: None,
+                    by: None,
                 });
             }
             Err(message) => {
@@ -212,6 +214,7 @@ async fn pool_steps(
                     counts,
                     message: text.clone(),
                     revision: None,
+                    by: None,
                 });
                 record_applied(p, provider.as_ref(), ctx)
                     .await

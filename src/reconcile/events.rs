@@ -44,6 +44,20 @@ pub struct Event {
     /// The desired state's git revision (`branch@sha`), stamped by the sink.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// Which daemon acted, under which term of the pool's lease (`run --ha`),
+    /// stamped by the sink.
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub by: Option<Actor>,
+}
+
+/// The daemon an event comes from and its term (the epoch of the lease of
+/// the pool's shard, or of the leader lease), when it holds one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    pub daemon: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i32>,
 }
 
 /// Where events go: a JSONL file (flushed per line, so a crash loses nothing
@@ -56,6 +70,8 @@ pub struct EventSink {
     memory: Option<Mutex<Vec<Event>>>,
     observers: Vec<Observer>,
     revision: std::sync::RwLock<Option<String>>,
+    /// This daemon's identity and its leases (`run --ha`).
+    actor: std::sync::OnceLock<(String, std::sync::Arc<crate::cluster::shards::Shards>)>,
 }
 
 impl EventSink {
@@ -95,7 +111,28 @@ impl EventSink {
         *self.revision.write().unwrap_or_else(|p| p.into_inner()) = revision;
     }
 
+    /// Stamp every later event with this daemon's identity and the epoch of
+    /// the lease that lets it act on the event's pool.
+    pub fn stamp_with(
+        &self,
+        identity: String,
+        shards: std::sync::Arc<crate::cluster::shards::Shards>,
+    ) {
+        let _ = self.actor.set((identity, shards));
+    }
+
     pub fn emit(&self, mut event: Event) {
+        if event.by.is_none()
+            && let Some((daemon, shards)) = self.actor.get()
+        {
+            event.by = Some(Actor {
+                daemon: daemon.clone(),
+                epoch: shards
+                    .fence(shards.of(&event.pool))
+                    .current()
+                    .map(|t| t.epoch),
+            });
+        }
         if event.revision.is_none() {
             event.revision = self
                 .revision

@@ -222,6 +222,7 @@ impl<'a> Executor<'a> {
             counts: pool.map(|p| self.counts(p)),
             message,
             revision: None,
+            by: None,
         });
     }
 
@@ -295,7 +296,7 @@ impl<'a> Executor<'a> {
         for action in decision.actions {
             // Losing the leader lease stops new steps at once; the journal holds
             // the rest, for the daemon that takes over (as after a crash).
-            if let Err(reason) = self.journal.may_act() {
+            if let Err(reason) = self.journal.may_act(&pool) {
                 return Err(ExecutorError::Fenced { pool, reason });
             }
             if let Some(o) = self.act(&pool, action, &observed, &mut size).await {
@@ -329,7 +330,7 @@ impl<'a> Executor<'a> {
         };
         if self.provider.capabilities().idempotency_keys {
             self.journal
-                .may_act()
+                .may_act(pool)
                 .map_err(|reason| ExecutorError::Fenced {
                     pool: pool.to_string(),
                     reason,

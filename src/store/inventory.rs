@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::snapshot_log::{self, SnapshotLog};
-use crate::cluster::store::ClusterStore;
+use crate::cluster::store::{ClusterStore, Of};
 pub use crate::model::inventory::{AppliedState, Inventory, InventoryEntry, Origin};
 
 const FORMAT: u32 = 1;
@@ -115,8 +115,26 @@ impl InventoryStore {
                 turn.log = Some(log);
                 Ok(inv)
             }
+            Home::Cluster(store) if store.shards.is_sharded() => {
+                // One ConfigMap per shard, each holding its own pools' entries.
+                let mut inv = Inventory::empty();
+                for (shard, body) in store.inventories().await? {
+                    let what = store.describe(&store.inventory_name(shard));
+                    let part = Inventory::parse(body.as_bytes(), &what)?;
+                    for (pool, entry) in part.pools {
+                        if store.shards.of(&pool) == shard {
+                            inv.pools.insert(pool, entry);
+                        } else {
+                            tracing::warn!(
+                                "{what} holds {pool:?}, which is not of its shard (was --shards changed?): ignored"
+                            );
+                        }
+                    }
+                }
+                Ok(inv)
+            }
             Home::Cluster(store) => {
-                let name = store.inventory_name();
+                let name = store.inventory_name(0);
                 match store.read(&name).await? {
                     Some(body) => Inventory::parse(body.as_bytes(), &store.describe(&name)),
                     None => Ok(Inventory::empty()),
@@ -156,9 +174,29 @@ impl InventoryStore {
                     .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
             }
             Home::Cluster(store) => {
-                let snapshot = inventory.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                // Sharded, only the pool's shard's part: the other shards are
+                // other daemons' to write.
+                let shard = store.shards.of(pool);
+                let snapshot = {
+                    let inventory = inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    if store.shards.is_sharded() {
+                        Inventory {
+                            format: FORMAT,
+                            pools: inventory
+                                .pools
+                                .iter()
+                                .filter(|(p, _)| store.shards.of(p) == shard)
+                                .map(|(p, e)| (p.clone(), e.clone()))
+                                .collect(),
+                        }
+                    } else {
+                        inventory.clone()
+                    }
+                };
                 let body = String::from_utf8(snapshot.to_json()?).expect("JSON is UTF-8");
-                store.write(&store.inventory_name(), None, body).await
+                store
+                    .write(&store.inventory_name(shard), Of::Inventory(shard), body)
+                    .await
             }
         }
     }

@@ -62,12 +62,13 @@ impl Journal {
         Ok(dir.join(format!("{pool}.json")))
     }
 
-    /// Whether this process may act now: always with files; with the cluster,
-    /// only while it holds the leader lease. Asked before every side effect.
-    pub fn may_act(&self) -> Result<(), String> {
+    /// Whether this process may act on `pool` now: always with files; with
+    /// the cluster, only while it holds the lease of the pool's shard (the
+    /// leader lease without sharding). Asked before every side effect.
+    pub fn may_act(&self, pool: &str) -> Result<(), String> {
         match self {
             Journal::Files(_) | Journal::Memory(_) => Ok(()),
-            Journal::Cluster(store) => store.may_act(),
+            Journal::Cluster(store) => store.may_act(pool),
         }
     }
 
@@ -130,7 +131,11 @@ impl Journal {
             Journal::Cluster(store) => {
                 let body = String::from_utf8(bytes).expect("JSON is UTF-8");
                 store
-                    .write(&store.journal_name(&state.pool), Some(&state.pool), body)
+                    .write(
+                        &store.journal_name(&state.pool),
+                        crate::cluster::store::Of::Journal(&state.pool),
+                        body,
+                    )
                     .await
                     .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}"))
             }
@@ -146,7 +151,7 @@ impl Journal {
                 Err(e) => anyhow::bail!("removing rollout journal of {pool}: {e}"),
             },
             Journal::Cluster(store) => store
-                .delete(&store.journal_name(pool))
+                .delete_journal(pool)
                 .await
                 .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}")),
             Journal::Memory(map) => {

@@ -162,6 +162,7 @@ mod tests {
             counts: None,
             message: String::new(),
             revision: None,
+            by: None,
         }
     }
 

@@ -155,6 +155,13 @@ impl Daemon {
         }
     }
 
+    /// The last `n` lines of its log that contain `needle`.
+    pub fn log_matching(&self, needle: &str, n: usize) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log.lines()

@@ -22,6 +22,10 @@ use crate::store::Journal;
 /// While a pool's nodes boot or go away (and no worker of its own reports
 /// them), it is looked at again this soon, so status follows them.
 const SETTLING_LOOK: SignedDuration = SignedDuration::from_secs(1);
+/// How often a pool with work to do that another daemon acts on (this one is
+/// a standby, or the pool's shard is held elsewhere) is looked at again, so
+/// this daemon's status follows that daemon's progress.
+const FOLLOW_LOOK: SignedDuration = SignedDuration::from_secs(2);
 
 #[derive(Clone)]
 pub(super) struct ObservationRequest {
@@ -129,11 +133,27 @@ impl Reconciler {
                 self.enqueue(&p, request.why);
             }
         }
-        if self.inventory_stale && self.workers.is_empty() {
+        let sharded = self.shards.as_ref().is_some_and(|s| s.is_sharded());
+        if self.inventory_stale && (self.workers.is_empty() || sharded) {
             match self.inventory_store.load().await {
                 Ok(inv) => {
-                    *self.inventory.lock().unwrap_or_else(|p| p.into_inner()) = inv;
-                    self.inventory_stale = !self.leading;
+                    let mut held = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    // A running worker's entry is newer than what was read
+                    // (it writes its own): keep it.
+                    let keep: Vec<(String, Option<_>)> = self
+                        .workers
+                        .keys()
+                        .map(|p| (p.clone(), held.pools.get(p).cloned()))
+                        .collect();
+                    *held = inv;
+                    for (pool, entry) in keep {
+                        match entry {
+                            Some(e) => held.pools.insert(pool, e),
+                            None => held.pools.remove(&pool),
+                        };
+                    }
+                    drop(held);
+                    self.inventory_stale = !self.leads_all();
                 }
                 Err(e) => return self.batch_failed(&pools, format!("{e:#}"), started),
             }
@@ -198,7 +218,11 @@ impl Reconciler {
                 .get(&name)
                 .and_then(|j| j.as_ref().ok())
                 .cloned();
+            let follow = journal.is_some() || p.has_changes();
             self.handle_pool(&p, journal, &config, &providers, revision.as_ref(), now);
+            if follow && !self.leads(&name) {
+                self.look_again_at(&name, now.saturating_add(FOLLOW_LOOK).unwrap_or(now));
+            }
             if let Some(pool) = observed.pools.remove(&name) {
                 // Nodes booting or going away, with no worker to report them.
                 if !self.workers.contains_key(&name)

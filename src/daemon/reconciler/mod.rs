@@ -29,10 +29,12 @@ pub use projection::project_board;
 use super::board::{BlockedStatus, Board, LastError, Observing, PoolState};
 use super::decision::{self, PoolAction, PoolFacts};
 use super::feed::Feed;
+use super::ha::Leading;
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use super::source::ConfigSource;
 use crate::clock::Clock;
+use crate::cluster::shards::Shards;
 use crate::model::EventKind;
 use crate::plan::render::{Revision, Source};
 use crate::plan::{self, Plan, PoolPlan};
@@ -158,11 +160,12 @@ pub struct Settings {
 pub struct Stores {
     pub journal: Journal,
     pub inventory_store: Arc<InventoryStore>,
-    /// The inventory as read at start (empty when `shared`: read every round).
+    /// The inventory as read at start (empty under `--ha`: read before acting).
     pub inventory: Inventory,
-    /// Shared with other daemons through the cluster (`--ha kubernetes`):
-    /// this one acts only while it holds the lease.
-    pub shared: bool,
+    /// Under `--ha kubernetes`, the leases whose terms let this daemon act
+    /// (one leader lease, or a lease per shard): state is shared with other
+    /// daemons through the cluster.
+    pub shards: Option<Arc<Shards>>,
 }
 
 /// The desired state in force: the last one that loaded cleanly.
@@ -237,14 +240,14 @@ pub struct Reconciler {
     journal: Arc<Journal>,
     inventory: Arc<Mutex<Inventory>>,
     inventory_store: Arc<InventoryStore>,
-    /// Whether this daemon may act: always, except a standby under `--ha`.
-    leading: bool,
+    /// Under `--ha`: the leases, and which of them this daemon holds. Without
+    /// `--ha` it acts on every pool.
+    shards: Option<Arc<Shards>>,
+    authority: Leading,
     /// The inventory must be read again before acting: under `--ha`, another
-    /// daemon may have written it (a standby re-reads it every round; a new
-    /// leader once, before its first step).
+    /// daemon may have written it (a standby, or a daemon holding some shards,
+    /// re-reads it every batch; a new leader once, before its first step).
     inventory_stale: bool,
-    /// Why a standby does not act, for pool messages.
-    standby_note: String,
     in_force: Option<InForce>,
     /// HEAD when the desired state was last loaded (git mode).
     head: Option<String>,
@@ -325,9 +328,9 @@ impl Reconciler {
             source,
             journal: Arc::new(stores.journal),
             inventory_store: stores.inventory_store,
-            leading: !stores.shared,
-            inventory_stale: stores.shared,
-            standby_note: "waiting for the leader lease".into(),
+            inventory_stale: stores.shards.is_some(),
+            shards: stores.shards,
+            authority: Leading::waiting(),
             state,
             clock,
             board,
@@ -361,21 +364,97 @@ impl Reconciler {
         })
     }
 
-    /// Under `--ha`: this daemon took the lease (it reads the inventory and
-    /// journals the last leader left, then acts) or lost it (every worker stops
-    /// at once; the fence has already refused their next step). Every pool is
-    /// looked at again in its new role.
-    pub fn set_leading(&mut self, leading: bool, note: String) {
-        if self.leading && !leading {
-            self.stop_all();
+    /// Under `--ha`: this daemon took a lease (it reads the inventory and
+    /// the journals the last holder left, then acts) or lost one (its
+    /// workers stop at once: the fence already refuses their next step), or
+    /// is handing a shard over (its workers stop at their next safe point).
+    /// The pools whose shard changed hands are looked at again in their new
+    /// role; returns the trigger that reloads everything when all did.
+    pub fn set_leading(&mut self, now: Leading) -> Option<Trigger> {
+        let old = std::mem::replace(&mut self.authority, now);
+        let shards = self.shards.clone()?;
+        let now = &self.authority;
+        let lost: BTreeSet<u32> = old.held.difference(&now.held).copied().collect();
+        let gained: BTreeSet<u32> = now.held.difference(&old.held).copied().collect();
+        for (pool, w) in &self.workers {
+            let shard = shards.of(pool);
+            if lost.contains(&shard) || now.releasing.contains(&shard) {
+                w.stop.request();
+            }
         }
-        self.leading = leading;
+        let moved: BTreeSet<u32> = (0..shards.count())
+            .filter(|i| {
+                lost.contains(i)
+                    || gained.contains(i)
+                    || old.holders.get(*i as usize) != now.holders.get(*i as usize)
+                    || old.releasing.contains(i) != now.releasing.contains(i)
+            })
+            .collect();
+        if !gained.is_empty() {
+            tracing::info!(shards = ?gained, "took the lease: resuming from the journals in the cluster");
+        }
+        if !lost.is_empty() {
+            tracing::warn!(shards = ?lost, "{}: not acting; workers stop before their next step", now.note);
+        }
+        if moved.is_empty() {
+            return None;
+        }
         self.inventory_stale = true;
-        self.standby_note = note;
         // What was observed before the change of role is not acted on.
         self.seq += 1;
         self.role_seq = self.seq;
-        self.enqueue_all(Trigger::Leadership);
+        if !shards.is_sharded() {
+            return Some(Trigger::Leadership);
+        }
+        for pool in self.known_pools() {
+            if moved.contains(&shards.of(&pool)) && !self.workers.contains_key(&pool) {
+                self.enqueue(&pool, Trigger::Leadership);
+            }
+        }
+        None
+    }
+
+    /// Whether this daemon may act on `pool`: always without `--ha`; with
+    /// it, while it holds the pool's lease.
+    fn leads(&self, pool: &str) -> bool {
+        match &self.shards {
+            None => true,
+            Some(s) => self.authority.held.contains(&s.of(pool)),
+        }
+    }
+
+    /// Whether it acts on every pool (no `--ha`, or the leader lease held).
+    fn leads_all(&self) -> bool {
+        match &self.shards {
+            None => true,
+            Some(s) => !s.is_sharded() && self.authority.leader(),
+        }
+    }
+
+    /// Why this daemon does not act on `pool`, for its message.
+    fn standby_note(&self, pool: &str) -> String {
+        let Some(shards) = self.shards.as_ref().filter(|s| s.is_sharded()) else {
+            return self.authority.note.clone();
+        };
+        let shard = shards.of(pool);
+        match self
+            .authority
+            .holders
+            .get(shard as usize)
+            .cloned()
+            .flatten()
+        {
+            _ if self.authority.releasing.contains(&shard) => format!(
+                "shard {shard} is being handed to another daemon: steps in flight finish, none starts"
+            ),
+            Some(holder) => format!(
+                "shard {shard}'s leader is daemon {holder} (`poolwright status` there shows its progress)"
+            ),
+            None => format!(
+                "shard {shard} is held by no daemon yet: {}",
+                self.authority.note
+            ),
+        }
     }
 
     pub fn busy_pools(&self) -> usize {
@@ -653,6 +732,7 @@ impl Reconciler {
                     None => b.reason.clone(),
                 },
                 revision: None,
+                by: None,
             });
         }
         let blocked_seconds = self.track_blocked(&p.pool, blocked_now, now);
@@ -679,8 +759,8 @@ impl Reconciler {
             journal: journal.as_ref().map(|r| &r.status),
             key: &key,
             worker: worker.map(|w| w.key.as_str()),
-            may_act: self.leading && self.journal.may_act().is_ok(),
-            standby_note: &self.standby_note,
+            may_act: self.leads(&p.pool) && self.journal.may_act(&p.pool).is_ok(),
+            standby_note: &self.standby_note(&p.pool),
             dry_run: self.settings.dry_run,
             last_finished: self.finished.get(&p.pool).map(|(k, at)| (k.as_str(), *at)),
             retry_after: self.settings.retry_after,

@@ -66,6 +66,7 @@ impl Reconciler {
                     counts: None,
                     message: "the disruption policy allows disruptive steps again".into(),
                     revision: None,
+                    by: None,
                 });
             }
         } else if blocked_now {

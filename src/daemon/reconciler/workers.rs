@@ -22,6 +22,9 @@ impl Reconciler {
         providers: Arc<Providers>,
     ) {
         let stop = Stop::new();
+        if let Some(shards) = &self.shards {
+            shards.worker(&p.pool, true);
+        }
         self.workers.insert(
             p.pool.clone(),
             Worker {
@@ -48,9 +51,16 @@ impl Reconciler {
         let clock = self.clock.clone();
         let done = self.done_tx.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = semaphore.acquire_owned().await else {
-                return;
+            // A worker still waiting for its turn when asked to stop (its
+            // shard handed over, a pause) has done nothing: it ends at once.
+            let permit = tokio::select! {
+                p = semaphore.acquire_owned() => p.ok(),
+                _ = stop.requested() => None,
             };
+            if permit.is_none() && !stop.is_requested() {
+                return;
+            }
+            let _permit = permit;
             let progress = |line: &str| tracing::info!("{line}");
             let outcome = if stop.is_requested() {
                 ApplyOutcome::default()
@@ -85,7 +95,12 @@ impl Reconciler {
         let provider = self
             .workers
             .remove(&done.pool)
-            .map(|w| w.provider)
+            .map(|w| {
+                if let Some(shards) = &self.shards {
+                    shards.worker(&done.pool, false);
+                }
+                w.provider
+            })
             .unwrap_or_default();
         let now = self.clock.now();
         self.finished
@@ -156,10 +171,10 @@ impl Reconciler {
         let why = reason.as_deref().unwrap_or("no reason given");
         tracing::info!(who = %who, pool = %pool, action = ?action, reason = %why, "control request");
         let who = format!("{who}: {why}");
-        if !self.leading {
+        if !self.leads(&pool) {
             let _ = reply.send(Err(ControlRefusal::Refused(format!(
-                "nodepool.{pool}: this daemon is a standby ({}); ask the leader",
-                self.standby_note
+                "nodepool.{pool}: this daemon does not act on it ({}); ask the daemon that does",
+                self.standby_note(&pool)
             ))));
             return;
         }
@@ -214,6 +229,7 @@ impl Reconciler {
                 counts: None,
                 message: format!("{message} (by {who})"),
                 revision: None,
+                by: None,
             });
         }
         result.map_err(|e| e.to_string())

@@ -1,0 +1,368 @@
+//! `poolwright run --ha kubernetes --shards 8`: three daemons on one
+//! desired-state directory and one simulator (`POOLWRIGHT_SIM_DIR`, shared as
+//! one cloud account would be), against a real kube-apiserver (kine) holding
+//! the shard, member and journal objects. Every pool is acted on by the holder
+//! of its shard only; a daemon killed mid-rollout (SIGKILL) has its shards
+//! taken over once their leases expire and its rollouts finished without a
+//! node terminated twice; a daemon joining takes its share at safe points.
+
+mod support;
+
+use support::daemon as daemon_support;
+use support::kube as kube_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use daemon_support::Daemon;
+use kube_support::ControlPlane;
+use poolwright::cluster::shards::shard_of;
+use serde_json::Value;
+
+const LEASE_SECS: u64 = 6;
+const RETRY_SECS: u64 = 1;
+const SHARDS: u32 = 8;
+const POOLS: usize = 200;
+const FILES: usize = 4;
+
+fn write_fleet(config: &Path, image: u32) {
+    std::fs::create_dir_all(config).unwrap();
+    std::fs::write(
+        config.join("provider.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 20\n",
+    )
+    .unwrap();
+    for f in 0..FILES {
+        let text: String = (f..POOLS)
+            .step_by(FILES)
+            .map(|n| {
+                format!(
+                    "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{n:03}}}\nspec:\n  providerRef: sim\n  size: 2\n  template: {{image: img-{image}}}\n  rollout: {{maxSurge: 1, maxUnavailable: 0}}\n"
+                )
+            })
+            .collect();
+        let tmp = config.join(format!(".pools-{f}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, config.join(format!("pools-{f}.yaml"))).unwrap();
+    }
+}
+
+fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
+    let args = [
+        "--ha",
+        "kubernetes",
+        "--ha-kubeconfig",
+        cp.kubeconfig.to_str().unwrap(),
+        "--ha-namespace",
+        "default",
+        "--ha-identity",
+        identity,
+        "--ha-lease-duration",
+        &format!("{LEASE_SECS}s"),
+        "--ha-renew-deadline",
+        "4s",
+        "--ha-retry-period",
+        &format!("{RETRY_SECS}s"),
+        "--shards",
+        &SHARDS.to_string(),
+        "--parallelism",
+        "32",
+    ];
+    let sim = root.join("sim");
+    Daemon::start_in(
+        root,
+        &format!("state-{identity}"),
+        &args,
+        &[("POOLWRIGHT_SIM_DIR", sim.to_str().unwrap())],
+    )
+}
+
+fn held(s: &Value) -> Vec<u64> {
+    s["daemon"]["ha"]["shards"]["held"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+/// Every pool in sync (two nodes, both on the desired template), as this
+/// daemon sees it.
+fn all_in_sync() -> impl Fn(&Value) -> bool {
+    |s: &Value| {
+        s["pools"].as_array().is_some_and(|pools| {
+            pools.len() == POOLS
+                && pools.iter().all(|p| {
+                    p["state"] == "in-sync"
+                        && p["rollout"]["available"] == 2
+                        && p["rollout"]["updated"] == 2
+                })
+        })
+    }
+}
+
+/// Each shard's holder, as the daemons report it. Two daemons' reports are
+/// read one after the other, so a shard just handed over may show in both:
+/// `None` then (that two never act at once is checked on the events).
+fn holders(daemons: &[&Daemon]) -> Option<BTreeMap<u64, String>> {
+    let mut out = BTreeMap::new();
+    for d in daemons {
+        let s = d.status();
+        let Some(me) = s["daemon"]["ha"]["identity"].as_str() else {
+            continue;
+        };
+        for i in held(&s) {
+            if out.insert(i, me.to_string()).is_some() {
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Wait until the live daemons hold all shards between them, each S/n or one more.
+fn wait_balanced(daemons: &[&Daemon], limit: Duration) -> BTreeMap<u64, String> {
+    let started = Instant::now();
+    loop {
+        let h = holders(daemons).unwrap_or_default();
+        let n = daemons.len() as u32;
+        let mut per: BTreeMap<&str, u32> = BTreeMap::new();
+        for who in h.values() {
+            *per.entry(who.as_str()).or_default() += 1;
+        }
+        if h.len() == SHARDS as usize
+            && per.len() == daemons.len()
+            && per
+                .values()
+                .all(|c| *c == SHARDS / n || *c == SHARDS.div_ceil(n))
+        {
+            return h;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "shards not balanced over {n} daemons after {limit:?}: {h:?}\n{}",
+            daemons
+                .iter()
+                .map(|d| {
+                    let s = d.status();
+                    let busy: Vec<String> = s["pools"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|p| p["state"] != "in-sync")
+                        .take(12)
+                        .map(|p| format!("{} {} {}", p["name"], p["state"], p["message"]))
+                        .collect();
+                    let metrics = daemon_support::http(&d.url, "GET", "/metrics").1;
+                    let calls: Vec<&str> = metrics
+                        .lines()
+                        .filter(|l| {
+                            l.starts_with("poolwright_provider_call_duration_seconds_sum")
+                                || l.starts_with("poolwright_provider_call_duration_seconds_count")
+                        })
+                        .collect();
+                    format!(
+                        "{:#}\n{}\n{}\n{}",
+                        s["daemon"]["ha"],
+                        busy.join("\n"),
+                        calls.join("\n"),
+                        d.log_matching("shard", 15)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n---\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn count(events: &[Value], event: &str) -> usize {
+    events.iter().filter(|e| e["event"] == event).count()
+}
+
+#[test]
+fn sharded_daemons_each_act_on_their_own_pools_through_a_kill_and_a_join() {
+    let cp = ControlPlane::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("sim")).unwrap();
+    write_fleet(&root.join("config"), 1);
+
+    let a = start(root, &cp, "a");
+    let b = start(root, &cp, "b");
+    let c = start(root, &cp, "c");
+    let shards = wait_balanced(&[&a, &b, &c], Duration::from_secs(60));
+    eprintln!("shards: {shards:?}");
+    let s = a.status();
+    assert_eq!(
+        s["daemon"]["ha"]["shards"]["count"], SHARDS,
+        "{:#}",
+        s["daemon"]
+    );
+    let members = s["daemon"]["ha"]["shards"]["members"].clone();
+    assert_eq!(
+        members,
+        serde_json::json!(["a", "b", "c"]),
+        "{:#}",
+        s["daemon"]
+    );
+    a.wait_for(
+        "every pool created",
+        Duration::from_secs(240),
+        all_in_sync(),
+    );
+
+    // Each pool was created once, by a daemon holding its shard's lease at
+    // the time (the event carries the term it acted under). The first daemon
+    // up may create pools of shards it gives back once the others join.
+    let mut created = BTreeSet::new();
+    for d in [&a, &b, &c] {
+        for e in d.events().iter().filter(|e| e["event"] == "pool_created") {
+            assert!(e["epoch"].is_i64(), "created without a term: {e}");
+            assert!(
+                created.insert(e["pool"].as_str().unwrap().to_string()),
+                "created twice: {e}"
+            );
+        }
+    }
+    assert_eq!(created.len(), POOLS);
+    // A pool of another daemon's shard says who acts on it.
+    let foreign = (0..POOLS)
+        .map(|n| format!("pool-{n:03}"))
+        .find(|p| shards[&u64::from(shard_of(p, SHARDS))] != "a")
+        .unwrap();
+    let text = daemon_support::http(&a.url, "GET", "/v1/status").1;
+    assert!(text.contains("\"shards\""), "{text}");
+    let shown = a.pool(&foreign);
+    assert_eq!(shown["state"], "in-sync", "{shown:#}");
+
+    // A new image for every pool; kill b once its rollouts are under way.
+    write_fleet(&root.join("config"), 2);
+    let started = Instant::now();
+    while count(&b.events(), "terminate_requested") < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "b did not start replacing nodes: {}",
+            b.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let b_shards: Vec<u64> = held(&b.status());
+    b.kill();
+    let killed_at = Instant::now();
+    let after = wait_balanced(&[&a, &c], Duration::from_secs(LEASE_SECS + 20));
+    let handover = killed_at.elapsed();
+    eprintln!(
+        "shards {b_shards:?} of b moved {handover:?} after SIGKILL (lease {LEASE_SECS}s, retry {RETRY_SECS}s): {after:?}"
+    );
+    assert!(
+        handover <= Duration::from_secs(LEASE_SECS + 2 * RETRY_SECS + 2),
+        "handover took {handover:?}"
+    );
+    let handover_metric = a.metric("poolwright_shard_handover_seconds_count", &[])
+        + c.metric("poolwright_shard_handover_seconds_count", &[]);
+    assert!(
+        handover_metric >= b_shards.len() as f64,
+        "{handover_metric}"
+    );
+
+    // A fourth daemon joins while a third image rolls: it takes its share.
+    write_fleet(&root.join("config"), 3);
+    std::thread::sleep(Duration::from_secs(2));
+    let d = start(root, &cp, "d");
+    let last = wait_balanced(&[&a, &c, &d], Duration::from_secs(90));
+    eprintln!("after d joined: {last:?}");
+    a.wait_for(
+        "every pool on the last image",
+        Duration::from_secs(300),
+        all_in_sync(),
+    );
+
+    // Every acting event names its daemon, and within one term of a shard
+    // (its epoch) only one daemon acted on a pool.
+    let mut by_term: BTreeMap<(String, i64), BTreeSet<String>> = BTreeMap::new();
+    let mut all = Vec::new();
+    for (who, daemon) in [("a", &a), ("c", &c), ("d", &d)] {
+        for e in daemon.events() {
+            assert_eq!(e["daemon"], who, "{e}");
+            all.push(e);
+        }
+    }
+    let b_events: Vec<Value> = std::fs::read_to_string(root.join("state-b/events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for e in &b_events {
+        assert_eq!(e["daemon"], "b", "{e}");
+    }
+    all.extend(b_events);
+    for e in &all {
+        if let Some(epoch) = e["epoch"].as_i64() {
+            by_term
+                .entry((e["pool"].as_str().unwrap().to_string(), epoch))
+                .or_default()
+                .insert(e["daemon"].as_str().unwrap().to_string());
+        }
+    }
+    let shared: Vec<_> = by_term.iter().filter(|(_, who)| who.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "pools acted on by two daemons in one term: {shared:?}"
+    );
+    assert_eq!(count(&all, "pool_created"), POOLS);
+
+    // The simulator's own record: no node was terminated twice, and every
+    // pool ended with two nodes on the last image.
+    let audit = std::fs::read_to_string(root.join("sim/sim.audit.jsonl")).unwrap();
+    let mut terminated: BTreeMap<String, usize> = BTreeMap::new();
+    for line in audit.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let call = v["call"].as_str().unwrap();
+        if let Some(args) = call.strip_prefix("TerminateNode(") {
+            let node = args.split(", ").nth(1).unwrap().trim_end_matches(')');
+            *terminated.entry(node.to_string()).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = terminated.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "terminated twice: {twice:?}");
+    // Every node ever launched (serials are handed out in order, one per
+    // launch) is either one of the 400 left or was terminated, once.
+    let last_serial = |text: &str| -> Option<u64> {
+        text.lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok()?["nextSerial"].as_u64())
+    };
+    let snapshot = std::fs::read_to_string(root.join("sim/sim.json")).unwrap();
+    let launched = std::fs::read_to_string(root.join("sim/sim.log.jsonl"))
+        .ok()
+        .and_then(|log| last_serial(&log))
+        .or_else(|| serde_json::from_str::<Value>(&snapshot).unwrap()["nextSerial"].as_u64())
+        .unwrap();
+    eprintln!("{launched} nodes launched, {} terminated", terminated.len());
+    assert_eq!(terminated.len() as u64 + 2 * POOLS as u64, launched);
+    assert!(
+        terminated.len() >= 2 * POOLS,
+        "at least one image was rolled everywhere"
+    );
+
+    // status on any daemon shows who holds what.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["status", "--state-dir", "state-d"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("shards"), "{text}");
+    assert!(d.metric("poolwright_shards_held", &[]) >= 2.0);
+
+    // A clean stop gives the shards back at once.
+    let stopped = Instant::now();
+    assert!(d.terminate().success());
+    wait_balanced(&[&a, &c], Duration::from_secs(LEASE_SECS));
+    eprintln!("shards of d moved {:?} after SIGTERM", stopped.elapsed());
+}
