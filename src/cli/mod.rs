@@ -515,8 +515,9 @@ pub struct HaArgs {
     /// Name of the Lease; the ConfigMaps are named after it
     #[arg(long, requires = "ha", value_name = "NAME", default_value = "poolwright", value_parser = parse_lease_name)]
     ha_lease: String,
-    /// This daemon's identity in the lease (default: HOSTNAME-PID)
-    #[arg(long, value_name = "ID", requires = "ha")]
+    /// This daemon's identity in the lease (default: HOSTNAME-PID); unique
+    /// per daemon, 1 to 128 printable characters
+    #[arg(long, value_name = "ID", requires = "ha", value_parser = parse_identity)]
     ha_identity: Option<String>,
     /// How long a standby waits, after it last saw the lease renewed, before taking it
     #[arg(long, requires = "ha", default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
@@ -605,6 +606,16 @@ impl ControlArgs {
             header_timeout: self.header_timeout,
             liveness_timeout: self.liveness_timeout,
         }
+    }
+}
+
+fn parse_identity(s: &str) -> Result<String, String> {
+    if (1..=128).contains(&s.chars().count())
+        && s.chars().all(|c| !c.is_control() && !c.is_whitespace())
+    {
+        Ok(s.to_string())
+    } else {
+        Err("use 1 to 128 printable characters without spaces, unique per daemon".into())
     }
 }
 

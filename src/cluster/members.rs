@@ -42,7 +42,7 @@ pub struct Membership {
 }
 
 /// A Lease name for `identity` (any text): its letters and digits, and a
-/// hash of the whole so two identities never share one.
+/// 64-bit hash (FNV-1a) of the whole, so two identities do not share one.
 pub fn member_lease(base: &str, identity: &str) -> String {
     let slug: String = identity
         .chars()
@@ -53,11 +53,11 @@ pub fn member_lease(base: &str, identity: &str) -> String {
         .take(40)
         .collect();
     let slug = slug.trim_matches('-');
-    let hash = super::shards::shard_of(identity, u32::MAX);
+    let hash = super::shards::fnv1a64(identity.as_bytes());
     if slug.is_empty() {
-        format!("{base}-member-{hash:08x}")
+        format!("{base}-member-{hash:016x}")
     } else {
-        format!("{base}-member-{slug}-{hash:08x}")
+        format!("{base}-member-{slug}-{hash:016x}")
     }
 }
 
@@ -135,6 +135,7 @@ impl Membership {
             .map_err(|e| format!("listing member Leases {MEMBER_OF}={}: {e}", self.base))?;
         let mut seen = HashMap::new();
         let mut live = BTreeMap::new();
+        let mut stale = Vec::new();
         for l in list.items {
             let Some(name) = l.metadata.name.clone() else {
                 continue;
@@ -166,14 +167,58 @@ impl Membership {
                     },
                 );
             }
+            // A daemon killed without a clean stop leaves its member lease
+            // behind (and a restarted one has a new identity): once it has
+            // been unrenewed for long, it is removed, so they do not pile up.
+            if name != self.name
+                && s.at
+                    .saturating_add(s.record.duration * 20)
+                    .is_ok_and(|end| now > end)
+            {
+                stale.push(name.clone());
+            }
             seen.insert(name, s);
         }
         self.seen = seen;
+        for name in stale {
+            match self.api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!("Lease {name}: removed, unrenewed for 20 lease durations"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => tracing::warn!("Lease {name}: could not remove it: {e}"),
+            }
+        }
         live.entry(self.identity.clone()).or_insert(Member {
             identity: self.identity.clone(),
             shards: Some(self.shards),
         });
         Ok(live.into_values().collect())
+    }
+
+    /// When the first other member's lease expires (if it stops renewing),
+    /// as of the last listing.
+    pub fn next_expiry(&self) -> Option<Timestamp> {
+        self.seen
+            .values()
+            .filter(|s| {
+                s.record
+                    .holder
+                    .as_deref()
+                    .is_some_and(|h| h != self.identity)
+            })
+            .filter_map(|s| s.at.saturating_add(s.record.duration).ok())
+            .min()
+    }
+
+    /// The live sharded daemons other than this one (a daemon without
+    /// `--shards` asks this: while any exist, it must not lead).
+    pub async fn others(&mut self) -> Result<Vec<Member>, String> {
+        let me = self.identity.clone();
+        Ok(self
+            .live()
+            .await?
+            .into_iter()
+            .filter(|m| m.identity != me)
+            .collect())
     }
 
     /// Delete this daemon's member lease (on a clean stop), so the others

@@ -17,14 +17,19 @@ use super::lease::{Fence, Term};
 /// Most shards a daemon accepts: each is a Lease renewed every retry period.
 pub const MAX_SHARDS: u32 = 256;
 
-/// The shard of `pool` among `count`: FNV-1a (64-bit) of the name, mod count.
-pub fn shard_of(pool: &str, count: u32) -> u32 {
+/// FNV-1a, 64 bits.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in pool.as_bytes() {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (h % u64::from(count.max(1))) as u32
+    h
+}
+
+/// The shard of `pool` among `count`: FNV-1a (64-bit) of the name, mod count.
+pub fn shard_of(pool: &str, count: u32) -> u32 {
+    (fnv1a64(pool.as_bytes()) % u64::from(count.max(1))) as u32
 }
 
 /// The Lease of shard `i` when leases are named after `lease`.

@@ -24,6 +24,8 @@ use super::shards::Shards;
 
 const KEY: &str = "state.json";
 const EPOCH: &str = "poolwright.io/leader-epoch";
+/// Which Lease the epoch counts the terms of (epochs of two Leases do not compare).
+const EPOCH_LEASE: &str = "poolwright.io/epoch-lease";
 const WRITER: &str = "poolwright.io/written-by";
 const LEASE_LABEL: &str = "poolwright.io/lease";
 const JOURNAL_LABEL: &str = "poolwright.io/journal-of";
@@ -49,6 +51,11 @@ impl ClusterStore {
 
     pub fn journal_name(&self, pool: &str) -> String {
         format!("{}-journal-{pool}", self.lease)
+    }
+
+    /// The inventory's ConfigMap without sharding.
+    pub fn single_inventory_name(&self) -> String {
+        format!("{}-inventory", self.lease)
     }
 
     /// The inventory's ConfigMap: one, or (sharded) one per shard.
@@ -146,7 +153,7 @@ impl ClusterStore {
             .get_opt(name)
             .await
             .with_context(|| format!("reading {what} before writing it"))?;
-        if let Some(epoch) = current.as_ref().and_then(epoch_of)
+        if let Some(epoch) = current.as_ref().and_then(|c| self.epoch_of(c, shard))
             && epoch > term.epoch
         {
             anyhow::bail!(
@@ -171,6 +178,7 @@ impl ClusterStore {
                 labels: Some(labels),
                 annotations: Some(BTreeMap::from([
                     (EPOCH.to_string(), term.epoch.to_string()),
+                    (EPOCH_LEASE.to_string(), self.lease_of(shard)),
                     (WRITER.to_string(), term.identity.clone()),
                 ])),
                 resource_version: current
@@ -199,10 +207,8 @@ impl ClusterStore {
     pub async fn delete_journal(&self, pool: &str) -> anyhow::Result<()> {
         let name = self.journal_name(pool);
         let name = name.as_str();
-        let term = self
-            .shards
-            .may_write(self.shards.of(pool))
-            .map_err(anyhow::Error::msg)?;
+        let shard = self.shards.of(pool);
+        let term = self.shards.may_write(shard).map_err(anyhow::Error::msg)?;
         let what = self.describe(name);
         let Some(current) = self
             .api
@@ -212,7 +218,7 @@ impl ClusterStore {
         else {
             return Ok(());
         };
-        if let Some(epoch) = epoch_of(&current)
+        if let Some(epoch) = self.epoch_of(&current, shard)
             && epoch > term.epoch
         {
             anyhow::bail!(
@@ -243,6 +249,28 @@ pub enum Of<'a> {
     Inventory(u32),
 }
 
-fn epoch_of(cm: &ConfigMap) -> Option<i32> {
-    cm.metadata.annotations.as_ref()?.get(EPOCH)?.parse().ok()
+impl ClusterStore {
+    /// The Lease whose terms fence `shard`'s writes.
+    fn lease_of(&self, shard: u32) -> String {
+        if self.shards.is_sharded() {
+            super::shards::shard_lease(&self.lease, shard)
+        } else {
+            self.lease.clone()
+        }
+    }
+
+    /// The epoch a ConfigMap was written at, if it counts the same Lease's
+    /// terms as `shard`'s (one written before the annotation existed was
+    /// written under the single leader lease).
+    fn epoch_of(&self, cm: &ConfigMap, shard: u32) -> Option<i32> {
+        let annotations = cm.metadata.annotations.as_ref()?;
+        let written_under = annotations
+            .get(EPOCH_LEASE)
+            .cloned()
+            .unwrap_or_else(|| self.lease.clone());
+        if written_under != self.lease_of(shard) {
+            return None;
+        }
+        annotations.get(EPOCH)?.parse().ok()
+    }
 }

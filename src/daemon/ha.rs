@@ -98,18 +98,23 @@ pub struct Ha {
 }
 
 pub enum Election {
-    /// One leader lease: its holder acts on every pool.
-    Leader(Elector),
+    /// One leader lease: its holder acts on every pool. The member leases
+    /// say whether sharded daemons run beside it (then it does not lead).
+    Leader(Elector, Membership),
     /// One lease per shard; this daemon acts on the pools of those it holds.
     Sharded(ShardElection),
 }
 
 pub struct ShardElection {
     electors: Vec<Elector>,
+    /// The single leader lease, only read: held by a daemon without
+    /// `--shards`, it acts on every pool.
+    single: Elector,
     membership: Membership,
     shards: Arc<Shards>,
     identity: String,
     retry_period: Duration,
+    clock: Arc<dyn Clock>,
 }
 
 pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<Ha> {
@@ -155,17 +160,28 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
     let lease = format!("{namespace}/{}", opts.lease);
     match opts.shards {
         None => {
-            let elector = Elector::new(client.clone(), settings(opts.lease.clone()), clock);
+            let elector = Elector::new(client.clone(), settings(opts.lease.clone()), clock.clone());
+            let members = Membership::new(
+                client.clone(),
+                &namespace,
+                &opts.lease,
+                &identity,
+                opts.lease_duration,
+                0,
+                clock,
+            );
             let shards = Arc::new(Shards::single(elector.fence.clone()));
             let store = Arc::new(ClusterStore::new(client, &namespace, &opts.lease, shards));
             Ok(Ha {
-                election: Election::Leader(elector),
+                election: Election::Leader(elector, members),
                 store,
                 identity,
                 lease,
             })
         }
         Some(count) => {
+            let (client_for_single, clock_for_single) = (client.clone(), clock.clone());
+            let clock_for_rounds = clock.clone();
             let shards = Arc::new(Shards::sharded(count));
             let electors = (0..shards.count())
                 .map(|i| {
@@ -195,10 +211,16 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
             Ok(Ha {
                 election: Election::Sharded(ShardElection {
                     electors,
+                    single: Elector::new(
+                        client_for_single,
+                        settings(opts.lease.clone()),
+                        clock_for_single,
+                    ),
                     membership,
                     shards,
                     identity: identity.clone(),
                     retry_period: opts.retry_period,
+                    clock: clock_for_rounds,
                 }),
                 store,
                 identity,
@@ -248,10 +270,11 @@ pub fn spawn(
     stop: Stop,
 ) -> JoinHandle<Election> {
     match election {
-        Election::Leader(e) => {
-            let task = spawn_elector(e, board, leading, stop);
+        Election::Leader(e, m) => {
+            let task = spawn_elector(e, m, board, leading, stop);
             tokio::spawn(async move {
-                Election::Leader(task.await.expect("the election task does not panic"))
+                let (e, m) = task.await.expect("the election task does not panic");
+                Election::Leader(e, m)
             })
         }
         Election::Sharded(s) => tokio::spawn(async move {
@@ -264,7 +287,7 @@ impl Election {
     /// Give every held lease back (on a clean stop, with nothing in flight).
     pub async fn release(&mut self) {
         match self {
-            Election::Leader(e) => e.release().await,
+            Election::Leader(e, _) => e.release().await,
             Election::Sharded(s) => {
                 futures_util::future::join_all(s.electors.iter_mut().map(|e| e.release())).await;
                 s.membership.leave().await;
@@ -275,22 +298,55 @@ impl Election {
 
 fn spawn_elector(
     mut elector: Elector,
+    mut members: Membership,
     board: Arc<Board>,
     leading: watch::Sender<Leading>,
     stop: Stop,
-) -> JoinHandle<Elector> {
+) -> JoinHandle<(Elector, Membership)> {
     tokio::spawn(async move {
         let lease = format!("{}/{}", elector.settings.namespace, elector.settings.name);
+        // Nothing is taken before the member leases were listed once.
+        let mut sharded: Option<String> = Some("not listed yet".into());
         loop {
-            let role = elector.round().await.clone();
+            // Sharded daemons on the same lease name act on their shards'
+            // pools: while any is alive (as last listed) this one does not
+            // take the lease (it keeps it if it already leads: they then take
+            // no shard). Listed beside the round, so a slow list cannot make
+            // the renewal late.
+            let (listed, role) = futures_util::future::join(
+                members.others(),
+                elector.round_wanting(sharded.is_none()),
+            )
+            .await;
+            let role = role.clone();
+            sharded = match listed {
+                Ok(o) if !o.is_empty() => Some(
+                    o.into_iter()
+                        .map(|m| m.identity)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+                _ => None,
+            };
             let holder = role.holder(&elector.settings.identity).map(str::to_string);
+            let described = match (&sharded, &role) {
+                (Some(who), Role::Free) => format!(
+                    "not taking the lease: daemons running with --shards ({who}) act on the pools"
+                ),
+                _ => role.describe(),
+            };
+            if let (Some(who), true) = (&sharded, role.is_leader()) {
+                tracing::warn!(
+                    "daemons running with --shards ({who}) share this lease name: they take no shard while this daemon leads; run every daemon with the same --shards"
+                );
+            }
             board.update(|d| {
                 d.daemon.ha = Some(HaStatus {
                     lease: lease.clone(),
                     identity: elector.settings.identity.clone(),
                     leader: role.is_leader(),
                     holder: holder.clone(),
-                    role: role.describe(),
+                    role: described.clone(),
                     shards: None,
                 })
             });
@@ -304,7 +360,7 @@ fn spawn_elector(
                 holders: vec![holder],
                 note: match &role {
                     Role::Standby { holder, .. } => format!("standby: {holder} holds the lease"),
-                    r => r.describe(),
+                    _ => described,
                 },
             };
             send_if_changed(&leading, now);
@@ -313,7 +369,7 @@ fn spawn_elector(
                 _ = stop.requested() => break,
             }
         }
-        elector
+        (elector, members)
     })
 }
 
@@ -338,12 +394,49 @@ async fn run_shards(
 ) -> ShardElection {
     let count = s.shards.count();
     let mut members = BTreeSet::from([s.identity.clone()]);
-    let mut error: Option<String> = None;
+    // Until the members have been listed once, this daemon cannot know
+    // whether another runs with a different shard count: it takes nothing.
+    let mut error: Option<String> = Some("the member leases have not been listed yet".into());
+    // Rounds on a fixed beat (not a sleep after each round's work), so an
+    // expiry due at a round is seen at that round, not a round's work later.
+    let mut beat = tokio::time::interval(s.retry_period);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if let Err(e) = s.membership.renew().await {
-            tracing::warn!("--shards: renewing this daemon's membership: {e}");
+        // A lease that expires before the next beat is looked at when it
+        // expires: a take-over then waits for the lease duration after this
+        // daemon saw the last renewal, not up to a beat more.
+        let early = s.next_expiry().filter(|d| *d < s.retry_period);
+        tokio::select! {
+            _ = beat.tick() => {}
+            _ = tokio::time::sleep(early.unwrap_or_default() + Duration::from_millis(5)), if early.is_some() => {}
+            _ = stop.requested() => break,
         }
-        match s.membership.live().await {
+        // First every renewal at once, with the membership and the check of
+        // the single leader lease beside them (no call waits on another);
+        // then, knowing who is alive and who holds what, the takes.
+        let ShardElection {
+            electors,
+            membership,
+            single,
+            ..
+        } = &mut s;
+        let (listed, _, single_role) = futures_util::future::join3(
+            async {
+                if let Err(e) = membership.renew().await {
+                    tracing::warn!("--shards: renewing this daemon's membership: {e}");
+                }
+                membership.live().await
+            },
+            futures_util::future::join_all(electors.iter_mut().map(|e| e.round_wanting(false))),
+            single.round_wanting(false),
+        )
+        .await;
+        let single_role = single_role.clone();
+        if single_role.is_leader() {
+            // Left from a run of this identity without --shards: not ours now.
+            s.single.release().await;
+        }
+        match listed {
             Ok(live) => {
                 // Daemons that disagree on the shard count would put a pool in
                 // two shards: none of them takes a shard until they agree.
@@ -363,17 +456,18 @@ async fn run_shards(
             // themselves still keep two daemons off one shard.
             Err(e) => tracing::warn!("--shards: {e}"),
         }
-        let moves = s.decide(&members, error.is_some());
-        let wants: Vec<bool> = (0..count).map(|i| moves.take.contains(&i)).collect();
-        s.rounds(&wants).await;
-        // A shard seen free only now (its holder stopped renewing or gave it
-        // back) is taken in the same period, not the next.
-        let again = s.decide(&members, error.is_some());
-        let late: Vec<bool> = (0..count)
-            .map(|i| again.take.contains(&i) && !wants[i as usize])
-            .collect();
-        if late.iter().any(|w| *w) {
-            s.rounds_of(&late).await;
+        // A daemon running without --shards acts on every pool while it
+        // holds the single leader lease: no shard is taken beside it.
+        if let Role::Standby { holder, .. } = &single_role {
+            error = Some(format!(
+                "daemon {holder} holds the single leader lease {} (it runs --ha without --shards and acts on every pool): taking no shard until it stops",
+                s.single.settings.name
+            ));
+        }
+        let take = s.decide(&members, error.is_some()).take;
+        if !take.is_empty() {
+            let which: Vec<bool> = (0..count).map(|i| take.contains(&i)).collect();
+            s.rounds_of(&which).await;
         }
         for e in s.electors.iter_mut() {
             if let Some(d) = e.take_handover() {
@@ -394,30 +488,51 @@ async fn run_shards(
         // Give back what is above this daemon's share, each shard once no
         // step of its pools is in flight (workers stop at their next safe point).
         let release = s.decide(&members, error.is_some()).release;
+        let mut now_free = vec![false; count as usize];
         for i in 0..count {
             let giving = release.contains(&i) && s.electors[i as usize].role().is_leader();
             s.shards.set_releasing(i, giving);
-            if giving && s.shards.inflight(i) == 0 {
-                s.electors[i as usize].release().await;
-                s.shards.set_releasing(i, false);
-                metrics
-                    .shard_rebalances
-                    .get_or_create(&ShardMoveLabels {
-                        dir: "release".into(),
-                    })
-                    .inc();
-            }
+            now_free[i as usize] = giving && s.shards.inflight(i) == 0;
+        }
+        futures_util::future::join_all(
+            s.electors
+                .iter_mut()
+                .zip(&now_free)
+                .filter(|(_, f)| **f)
+                .map(|(e, _)| e.release()),
+        )
+        .await;
+        for i in (0..count).filter(|i| now_free[*i as usize]) {
+            s.shards.set_releasing(i, false);
+            metrics
+                .shard_rebalances
+                .get_or_create(&ShardMoveLabels {
+                    dir: "release".into(),
+                })
+                .inc();
         }
         s.publish(&board, &metrics, &leading, &members, error.clone());
-        tokio::select! {
-            _ = tokio::time::sleep(s.retry_period) => {}
-            _ = stop.requested() => break,
-        }
     }
     s
 }
 
 impl ShardElection {
+    /// How long until the first shard lease held by another daemon, or the
+    /// first other member lease, expires (if its holder stops renewing).
+    fn next_expiry(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        self.electors
+            .iter()
+            .filter_map(|e| match e.role() {
+                Role::Standby { expires_at, .. } => Some(*expires_at),
+                _ => None,
+            })
+            .chain(self.membership.next_expiry())
+            .filter(|at| *at > now)
+            .min()
+            .map(|at| Duration::try_from(at.duration_since(now)).unwrap_or_default())
+    }
+
     fn holders(&self) -> Vec<Option<String>> {
         self.electors
             .iter()
@@ -440,18 +555,6 @@ impl ShardElection {
             members,
             holders: &holders,
         })
-    }
-
-    /// One round on every shard lease at once (a slow API must not make the
-    /// last shard's renewal late): renew held ones, take the wanted free ones.
-    async fn rounds(&mut self, wants: &[bool]) {
-        futures_util::future::join_all(
-            self.electors
-                .iter_mut()
-                .zip(wants)
-                .map(|(e, w)| e.round_wanting(*w)),
-        )
-        .await;
     }
 
     /// A round on the shards marked only.

@@ -268,6 +268,26 @@ impl Sim {
         })
     }
 
+    /// The lock of a shared fleet (`None` when not shared). Without it,
+    /// another process's change could be overwritten: the call fails.
+    fn shared_lock(&self, take: fn(&Path) -> AuditLock, call: &str) -> Result<Option<AuditLock>> {
+        let Some(path) = self.path.as_deref().filter(|_| self.shared) else {
+            return Ok(None);
+        };
+        let held = take(path);
+        if held.0.is_none() {
+            return Err(ProviderError::new(
+                call,
+                ErrorKind::Unavailable,
+                format!(
+                    "cannot lock the shared simulator fleet {} (its .audit.lock beside it)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(Some(held))
+    }
+
     /// A shared fleet, as another process may have left it: read again if
     /// its files changed since this process last read or wrote them. The
     /// caller holds the file lock.
@@ -612,11 +632,7 @@ impl Sim {
         let now = self.clock.now();
         let mut fleet = self.lock();
         // Shared, the lock is held across reading, changing and saving.
-        let mut held = self
-            .path
-            .as_deref()
-            .filter(|_| self.shared)
-            .map(AuditLock::take);
+        let mut held = self.shared_lock(AuditLock::take, &call)?;
         self.refresh(&mut fleet, &call)?;
         let out = f(self, &mut fleet, now, &call)?;
         self.converge(&mut fleet, pool, now);
@@ -686,11 +702,7 @@ impl Provider for Sim {
         self.inject("DescribePools")?;
         let now = self.clock.now();
         let mut fleet = self.lock();
-        let _held = self
-            .path
-            .as_deref()
-            .filter(|_| self.shared)
-            .map(AuditLock::shared);
+        let _held = self.shared_lock(AuditLock::shared, "DescribePools")?;
         self.refresh(&mut fleet, "DescribePools")?;
         Ok(names
             .iter()
@@ -909,7 +921,9 @@ impl AuditLock {
             .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
         if let Some(f) = &file {
             // SAFETY: flock on a descriptor this struct owns.
-            unsafe { libc::flock(f.as_raw_fd(), how) };
+            if unsafe { libc::flock(f.as_raw_fd(), how) } != 0 {
+                return AuditLock(None);
+            }
         }
         AuditLock(file)
     }

@@ -117,6 +117,16 @@ impl InventoryStore {
             }
             Home::Cluster(store) if store.shards.is_sharded() => {
                 // One ConfigMap per shard, each holding its own pools' entries.
+                // One kept by daemons without --shards (or another count) is
+                // not read as if it were this layout: its pools would look
+                // foreign, or be written twice. Refuse until it is migrated.
+                let single = store.single_inventory_name();
+                if store.read(&single).await?.is_some() {
+                    anyhow::bail!(
+                        "{} holds the inventory of daemons running without --shards: with --shards the inventory is one ConfigMap per shard; stop every daemon and migrate it (or use another --ha-lease) before running sharded",
+                        store.describe(&single)
+                    );
+                }
                 let mut inv = Inventory::empty();
                 for (shard, body) in store.inventories().await? {
                     let what = store.describe(&store.inventory_name(shard));
@@ -125,8 +135,9 @@ impl InventoryStore {
                         if store.shards.of(&pool) == shard {
                             inv.pools.insert(pool, entry);
                         } else {
-                            tracing::warn!(
-                                "{what} holds {pool:?}, which is not of its shard (was --shards changed?): ignored"
+                            anyhow::bail!(
+                                "{what} holds pool {pool:?}, which is not of its shard with --shards {}: it was written with another shard count; stop every daemon and migrate the inventory before changing --shards",
+                                store.shards.count()
                             );
                         }
                     }

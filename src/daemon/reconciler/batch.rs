@@ -25,7 +25,7 @@ const SETTLING_LOOK: SignedDuration = SignedDuration::from_secs(1);
 /// How often a pool with work to do that another daemon acts on (this one is
 /// a standby, or the pool's shard is held elsewhere) is looked at again, so
 /// this daemon's status follows that daemon's progress.
-const FOLLOW_LOOK: SignedDuration = SignedDuration::from_secs(2);
+const FOLLOW_LOOK: SignedDuration = SignedDuration::from_secs(5);
 
 #[derive(Clone)]
 pub(super) struct ObservationRequest {

@@ -399,10 +399,13 @@ impl Reconciler {
         if moved.is_empty() {
             return None;
         }
-        self.inventory_stale = true;
-        // What was observed before the change of role is not acted on.
-        self.seq += 1;
-        self.role_seq = self.seq;
+        // What was observed before this daemon's own role changed is not
+        // acted on (another daemon's shard changing hands is only news).
+        if !lost.is_empty() || !gained.is_empty() || old.releasing != now.releasing {
+            self.inventory_stale = true;
+            self.seq += 1;
+            self.role_seq = self.seq;
+        }
         if !shards.is_sharded() {
             return Some(Trigger::Leadership);
         }
@@ -716,9 +719,14 @@ impl Reconciler {
         let key = plan::work_key(p);
         let rev = revision.map(Revision::short);
         let blocked_now = p.blocked.is_some();
-        // A rollout already under way reports its own block (the executor's event).
+        // A rollout already under way reports its own block (the executor's
+        // event); a pool another daemon acts on is that daemon's to announce.
         let rolling = journal.is_some();
-        if blocked_now && !rolling && !self.blocked_since.contains_key(&p.pool) {
+        if blocked_now
+            && !rolling
+            && self.leads(&p.pool)
+            && !self.blocked_since.contains_key(&p.pool)
+        {
             self.announced_blocked.insert(p.pool.clone());
             let b = p.blocked.as_ref().expect("checked");
             self.events.emit(crate::reconcile::Event {

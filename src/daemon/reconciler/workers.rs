@@ -50,7 +50,11 @@ impl Reconciler {
         let events = self.events.clone();
         let clock = self.clock.clone();
         let done = self.done_tx.clone();
+        // A worker that ends without reporting (a panic) still leaves its
+        // shard: else the shard could never be handed over.
+        let guard = InFlight(self.shards.clone().map(|s| (s, p.pool.clone())));
         tokio::spawn(async move {
+            let mut guard = guard;
             // A worker still waiting for its turn when asked to stop (its
             // shard handed over, a pause) has done nothing: it ends at once.
             let permit = tokio::select! {
@@ -79,6 +83,8 @@ impl Reconciler {
                 };
                 apply_pool(&p, &ctx).await
             };
+            // Reported: `finished` counts it out, after any deferred pause.
+            guard.0 = None;
             let _ = done.send(Done {
                 pool: p.pool.clone(),
                 key,
@@ -92,16 +98,9 @@ impl Reconciler {
     /// queue the pool (at once, or after the retry pause when it failed).
     pub async fn finished(&mut self, done: Done) {
         self.touched(&done.pool);
-        let provider = self
-            .workers
-            .remove(&done.pool)
-            .map(|w| {
-                if let Some(shards) = &self.shards {
-                    shards.worker(&done.pool, false);
-                }
-                w.provider
-            })
-            .unwrap_or_default();
+        let worker = self.workers.remove(&done.pool);
+        let had_worker = worker.is_some();
+        let provider = worker.map(|w| w.provider).unwrap_or_default();
         let now = self.clock.now();
         self.finished
             .insert(done.pool.clone(), (done.key.clone(), now));
@@ -111,6 +110,11 @@ impl Reconciler {
                 Ok(m) => tracing::info!(pool = %done.pool, "{m}"),
                 Err(m) => tracing::warn!(pool = %done.pool, "{m}"),
             }
+        }
+        // Only now is nothing of the pool in flight (a pause that waited for
+        // the worker is written): its shard may be handed over.
+        if had_worker && let Some(shards) = &self.shards {
+            shards.worker(&done.pool, false);
         }
         match done.outcome.errors.first() {
             Some(e) => {
@@ -171,10 +175,12 @@ impl Reconciler {
         let why = reason.as_deref().unwrap_or("no reason given");
         tracing::info!(who = %who, pool = %pool, action = ?action, reason = %why, "control request");
         let who = format!("{who}: {why}");
-        if !self.leads(&pool) {
+        if let Some(reason) = (!self.leads(&pool))
+            .then(|| self.standby_note(&pool))
+            .or_else(|| self.journal.may_act(&pool).err())
+        {
             let _ = reply.send(Err(ControlRefusal::Refused(format!(
-                "nodepool.{pool}: this daemon does not act on it ({}); ask the daemon that does",
-                self.standby_note(&pool)
+                "nodepool.{pool}: this daemon does not act on it ({reason}); ask the daemon that does"
             ))));
             return;
         }
@@ -239,6 +245,17 @@ impl Reconciler {
     pub fn stop_all(&self) {
         for w in self.workers.values() {
             w.stop.request();
+        }
+    }
+}
+
+/// Counts a worker out of its shard if it ends without reporting.
+struct InFlight(Option<(Arc<crate::cluster::shards::Shards>, String)>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some((shards, pool)) = &self.0 {
+            shards.worker(pool, false);
         }
     }
 }
