@@ -260,9 +260,10 @@ fn sharded_daemons_each_act_on_their_own_pools_through_a_kill_and_a_join() {
         handover <= Duration::from_secs(LEASE_SECS + RETRY_SECS + 2),
         "handover took {handover:?}"
     );
-    // Measured by the daemons, from the last renewal of each shard: every
-    // take-over within the lease duration and one retry period (the
-    // histogram's 8 s bucket holds them all).
+    // Measured by the daemons, from the renewal time the killed daemon last
+    // wrote (its clock, before its write reached the API server, which on a
+    // loaded machine can be seconds): every take-over within the histogram's
+    // 16 s bucket (lease duration and one retry period is about 7 s unloaded).
     for d in [&a, &c] {
         let text = daemon_support::http(&d.url, "GET", "/metrics").1;
         let value = |prefix: &str| -> f64 {
@@ -273,8 +274,8 @@ fn sharded_daemons_each_act_on_their_own_pools_through_a_kill_and_a_join() {
                 .unwrap_or(0.0)
         };
         let all = value("poolwright_shard_handover_seconds_count");
-        let within = value("poolwright_shard_handover_seconds_bucket{le=\"8.0\"}");
-        assert_eq!(within, all, "a take-over took longer than 8 s:\n{text}");
+        let within = value("poolwright_shard_handover_seconds_bucket{le=\"16.0\"}");
+        assert_eq!(within, all, "a take-over took longer than 16 s:\n{text}");
     }
     for d in [&a, &c] {
         eprintln!("{}", d.log_matching("took the shard", 8));
