@@ -4,11 +4,16 @@
 //! issue's figure is for), on this machine's cores (at most two threads).
 //!
 //!     cargo bench --bench forecast_scale [-- NODES RUNS]
+//!
+//! Besides the time it prints each forecast's figures (p10/p50/p90
+//! duration, lowest availability, most nodes, extra node-hours) and the looks
+//! one run makes: a change that only makes forecasts faster must leave the
+//! figures exactly as they were.
 
 use std::time::Instant;
 
 use poolwright::model::{Node, NodeState, NodeTemplate, ObservedPool, TemplateHash};
-use poolwright::reconcile::forecast::{Case, Latencies, forecast};
+use poolwright::reconcile::forecast::{Case, Latencies, forecast, run_once};
 use poolwright::rollout::{Budget, Settings};
 use poolwright::spec::types::{Disruption, OnDrainTimeout, OnFailure};
 use poolwright::spec::values::Duration;
@@ -73,8 +78,11 @@ fn main() {
     let target = template("img-2");
     let latencies = Latencies::choose(None, Some(&Default::default()));
     println!("forecast of {nodes} nodes x {runs} runs (simulator default latencies)");
-    println!("| surge | unavailable | p50 duration | wall time | per run |");
-    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| surge | unavailable | p50 duration | wall time | per run | looks per run | per look |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut figures = Vec::new();
     for (surge, unavailable) in [(1, 0), (10, 0), (50, 0)] {
         let s = settings(nodes, surge, unavailable);
         let case = Case {
@@ -86,11 +94,28 @@ fn main() {
         let t = Instant::now();
         let f = forecast(&case, &latencies, runs, 1, start).unwrap();
         let wall = t.elapsed();
+        let looks = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(run_once(&case, &latencies.sim, 1, start))
+            .unwrap()
+            .looks;
+        let per_run = wall.as_secs_f64() / f64::from(f.runs);
         println!(
-            "| {surge} | {unavailable} | {:.0} s | {:.2} s | {:.1} ms |",
+            "| {surge} | {unavailable} | {:.0} s | {:.2} s | {:.1} ms | {looks} | {:.1} µs |",
             f.duration_seconds.p50,
             wall.as_secs_f64(),
-            wall.as_secs_f64() * 1000.0 / f64::from(runs)
+            per_run * 1000.0,
+            // Two threads share the runs.
+            per_run * 2.0 * 1e6 / f64::from(looks.max(1)),
         );
+        figures.push(format!(
+            "{surge}/{unavailable}: duration {:?}, min available {}, max total {}, extra node-hours {:?}",
+            f.duration_seconds, f.min_available, f.max_total, f.extra_node_hours
+        ));
+    }
+    println!();
+    for f in figures {
+        println!("{f}");
     }
 }

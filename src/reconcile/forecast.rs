@@ -186,6 +186,8 @@ pub struct RunOutcome {
     /// Stopped at the horizon without finishing.
     pub unfinished: bool,
     pub curve: Vec<Point>,
+    /// How many times the executor looked at the pool (what a run costs).
+    pub looks: u32,
 }
 
 /// Run the executor once on a copy of the pool, drawing latencies with `seed`.
@@ -235,11 +237,13 @@ pub async fn run_once(
         held_until: None,
         unfinished: false,
         curve: Vec::new(),
+        looks: 0,
     };
     let mut last: Option<Point> = None;
     loop {
         let before = sim.mutations();
         let tick = exec.tick().await?;
+        out.looks += 1;
         let now = clock.now();
         let t = now.duration_since(start).as_secs_f64();
         let observed = sim.describe_pools(std::slice::from_ref(&name)).await?;
