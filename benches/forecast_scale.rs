@@ -54,7 +54,7 @@ fn pool(nodes: u32, old: TemplateHash, start: jiff::Timestamp) -> ObservedPool {
         in_place: Default::default(),
         nodes: (0..nodes)
             .map(|i| Node {
-                id: format!("big-{i:05}"),
+                id: format!("big-{i:05}").into(),
                 template: old,
                 state: NodeState::Healthy,
                 launched_at: start,

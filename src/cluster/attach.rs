@@ -56,7 +56,7 @@ impl Attached {
         for pool in pools {
             for n in &pool.nodes {
                 let booted = matches!(n.state, NodeState::Healthy | NodeState::Unhealthy);
-                if booted && !known.contains_key(&n.id) {
+                if booted && !known.contains_key(&*n.id) {
                     let node: KubeNode = serde_json::from_value(serde_json::json!({
                         "metadata": {
                             "name": n.id,
@@ -76,7 +76,7 @@ impl Attached {
                         Err(e) => return Err(self.error("register node", e.to_string())),
                     }
                 }
-                if n.state == NodeState::Terminating && known.contains_key(&n.id) {
+                if n.state == NodeState::Terminating && known.contains_key(&*n.id) {
                     self.deregister(&n.id).await?;
                 }
             }

@@ -131,7 +131,7 @@ pub fn overlay(pool: &mut ObservedPool, nodes: &HashMap<String, NodeView>) {
         if n.state == NodeState::Terminating {
             continue;
         }
-        let Some(k) = nodes.get(n.cluster_key()).or_else(|| nodes.get(&n.id)) else {
+        let Some(k) = nodes.get(n.cluster_key()).or_else(|| nodes.get(&*n.id)) else {
             if n.state == NodeState::Healthy {
                 n.state = NodeState::Pending;
                 n.healthy_since = None;

@@ -189,7 +189,7 @@ impl Feed {
         pool.nodes
             .iter()
             .map(|n| PageNode {
-                id: n.id.clone(),
+                id: n.id.to_string(),
                 state: match n.state {
                     NodeState::Pending => "pending",
                     NodeState::Healthy => "healthy",

@@ -263,7 +263,9 @@ pub enum NodeState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
-    pub id: String,
+    /// Shared, not copied: a pool of thousands of nodes is observed every
+    /// step of a rollout (and thousands of times by a forecast).
+    pub id: std::sync::Arc<str>,
     /// Hash of the template the node was launched with (a tag set at launch).
     pub template: TemplateHash,
     pub state: NodeState,

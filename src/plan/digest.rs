@@ -40,10 +40,7 @@ pub fn observed_digest(observed: &Observed) -> String {
         h.update(
             serde_json::to_vec(&(&p.autoscaling, &p.template, &p.in_place)).unwrap_or_default(),
         );
-        let mut nodes: Vec<(&str, u64)> = p
-            .live_nodes()
-            .map(|n| (n.id.as_str(), n.template.0))
-            .collect();
+        let mut nodes: Vec<(&str, u64)> = p.live_nodes().map(|n| (&*n.id, n.template.0)).collect();
         nodes.sort_unstable();
         for (id, t) in nodes {
             h.update(id.as_bytes());

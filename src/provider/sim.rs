@@ -152,7 +152,7 @@ struct SimPool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SimNode {
-    id: String,
+    id: std::sync::Arc<str>,
     serial: u64,
     template: TemplateHash,
     launched_at: Timestamp,
@@ -438,7 +438,7 @@ impl Sim {
             };
             nodes.push(SimNode {
                 // Named as this simulator names nodes: its draws follow the name.
-                id: format!("{}-{serial:05}", pool.name),
+                id: format!("{}-{serial:05}", pool.name).into(),
                 serial,
                 template: n.template,
                 launched_at: n.launched_at.min(now),
@@ -467,8 +467,8 @@ impl Sim {
         self.lock().audited
     }
 
-    /// The first instant after `now` at which a node of `pool` changes by
-    /// itself (becomes running or healthy, or goes), if any.
+    /// The first instant after `now` at which a node of `pool` changes as
+    /// observed, by itself (becomes healthy or unhealthy, or goes), if any.
     pub fn next_change(&self, pool: &str, now: Timestamp) -> Option<Timestamp> {
         let fleet = self.lock();
         fleet
@@ -476,10 +476,33 @@ impl Sim {
             .get(pool)?
             .nodes
             .iter()
-            .flat_map(|n| [Some(n.running_at), n.healthy_at, n.gone_at])
+            // Becoming running shows only in a node drawn never to become
+            // healthy (it turns Unhealthy); the others stay Pending until healthy.
+            .flat_map(|n| {
+                [
+                    n.healthy_at.is_none().then_some(n.running_at),
+                    n.healthy_at,
+                    n.gone_at,
+                ]
+            })
             .flatten()
             .filter(|t| *t > now)
             .min()
+    }
+
+    /// Call `f` with each node of `pool` as observed at `now`: what a
+    /// forecast counts after every step, without copying the pool.
+    pub fn each_node(&self, pool: &str, now: Timestamp, mut f: impl FnMut(&Node)) -> bool {
+        let fleet = self.lock();
+        let Some(p) = fleet.pools.get(pool) else {
+            return false;
+        };
+        for n in &p.nodes {
+            if let Some(view) = n.view(now) {
+                f(&view);
+            }
+        }
+        true
     }
 
     /// Mark a node unschedulable (what cordoning does in Kubernetes).
@@ -492,7 +515,7 @@ impl Sim {
             let n = fleet
                 .pools
                 .get_mut(pool)
-                .and_then(|p| p.nodes.iter_mut().find(|n| n.id == node))
+                .and_then(|p| p.nodes.iter_mut().find(|n| *n.id == *node))
                 .ok_or_else(|| {
                     ProviderError::new(
                         call,
@@ -567,7 +590,7 @@ impl Sim {
         let running_at = now.saturating_add(d.boot).unwrap_or(now);
         let broken = is_broken(&self.settings, &p.template);
         p.nodes.push(SimNode {
-            id: format!("{pool}-{serial:05}"),
+            id: format!("{pool}-{serial:05}").into(),
             serial,
             template: p.template_hash,
             launched_at: now,
@@ -661,7 +684,7 @@ fn live_node<'a>(
 ) -> Result<&'a mut SimNode> {
     nodes
         .iter_mut()
-        .find(|n| n.id == node && n.is_live())
+        .find(|n| *n.id == *node && n.is_live())
         .ok_or_else(|| {
             ProviderError::new(
                 call,
@@ -806,7 +829,7 @@ impl Provider for Sim {
             Ok(p.nodes
                 .iter()
                 .filter(|n| n.serial >= before)
-                .map(|n| n.id.clone())
+                .map(|n| n.id.to_string())
                 .collect())
         })
     }

@@ -79,6 +79,12 @@ impl EventSink {
         EventSink::default()
     }
 
+    /// Nothing receives what is emitted (a forecast's runs): an event need
+    /// not even be built, and building one counts every node of the pool.
+    pub fn is_silent(&self) -> bool {
+        self.file.is_none() && self.memory.is_none() && self.observers.is_empty()
+    }
+
     /// Append to `path`, rotated by size (`NAME.1` ... `NAME.keep`).
     pub fn to_file(
         path: &std::path::Path,

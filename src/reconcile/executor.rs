@@ -214,6 +214,9 @@ impl<'a> Executor<'a> {
         pool: Option<&ObservedPool>,
         message: String,
     ) {
+        if self.events.is_silent() {
+            return;
+        }
         self.events.emit(Event {
             ts: self.clock.now(),
             pool: self.state.pool.clone(),
@@ -247,15 +250,21 @@ impl<'a> Executor<'a> {
         let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
         let now = self.clock.now();
         let mut drains = BTreeMap::new();
-        let by_id: std::collections::HashMap<&str, &crate::model::Node> =
-            observed.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+        let draining = |m: &Mark| matches!(m, Mark::Draining { .. });
+        // How the drainer knows a node: its provider id when the provider
+        // gives one (what Kubernetes Nodes carry), else its id.
+        let by_id: rustc_hash::FxHashMap<&str, &str> = if self.state.marks.values().any(draining) {
+            observed
+                .nodes
+                .iter()
+                .map(|n| (&*n.id, n.cluster_key()))
+                .collect()
+        } else {
+            Default::default()
+        };
         for (id, mark) in &self.state.marks {
             if let Mark::Draining { since, .. } = mark {
-                // How the drainer knows the node: its provider id when the
-                // provider gives one (what Kubernetes Nodes carry), else its id.
-                let key = by_id
-                    .get(id.as_str())
-                    .map_or(id.as_str(), |n| n.cluster_key());
+                let key = by_id.get(id.as_str()).copied().unwrap_or(id.as_str());
                 drains.insert(
                     id.clone(),
                     self.drainer.progress(&pool, key, *since, now).await,
@@ -276,9 +285,18 @@ impl<'a> Executor<'a> {
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
         self.save().await?;
-        let seen: std::collections::HashSet<&str> =
-            observed.nodes.iter().map(|n| n.id.as_str()).collect();
-        for id in before.iter().filter(|id| !seen.contains(id.as_str())) {
+        // Marks of nodes no longer observed: their nodes are gone. (Marks are
+        // the few nodes in flight; the pool may have thousands.)
+        let gone: Vec<&String> = if before.is_empty() {
+            Vec::new()
+        } else {
+            let seen: rustc_hash::FxHashSet<&str> = observed.nodes.iter().map(|n| &*n.id).collect();
+            before
+                .iter()
+                .filter(|id| !seen.contains(id.as_str()))
+                .collect()
+        };
+        for id in gone {
             self.emit(
                 EventKind::NodeTerminated,
                 Some(id.clone()),
@@ -586,7 +604,7 @@ fn cluster_key<'a>(observed: &'a ObservedPool, id: &'a str) -> &'a str {
     observed
         .nodes
         .iter()
-        .find(|n| n.id == id)
+        .find(|n| *n.id == *id)
         .map_or(id, |n| n.cluster_key())
 }
 

@@ -246,16 +246,33 @@ pub async fn run_once(
         out.looks += 1;
         let now = clock.now();
         let t = now.duration_since(start).as_secs_f64();
-        let observed = sim.describe_pools(std::slice::from_ref(&name)).await?;
-        let pool = observed
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("the simulated copy of {name} vanished"))?;
-        let total = pool.live_nodes().count() as u32;
         let s = &exec.state;
-        let available = pool
-            .live_nodes()
-            .filter(|n| is_available(n, s.target, &s.marks, s.settings.min_ready, now))
-            .count() as u32;
+        let min_ready = SignedDuration::try_from(s.settings.min_ready.as_std()).unwrap_or_default();
+        // What the executor counts (live nodes, and those available by its
+        // rule) and when a node's minReady ends, in one pass without a copy.
+        let (mut total, mut available) = (0u32, 0u32);
+        let mut ready_at: Option<Timestamp> = None;
+        let found = sim.each_node(&name, now, |n| {
+            if n.state == crate::model::NodeState::Terminating {
+                return;
+            }
+            total += 1;
+            available += u32::from(is_available(
+                n,
+                s.target,
+                &s.marks,
+                s.settings.min_ready,
+                now,
+            ));
+            if let Some(end) = n.healthy_since.and_then(|h| h.checked_add(min_ready).ok())
+                && end > now
+            {
+                ready_at = Some(ready_at.map_or(end, |r| r.min(end)));
+            }
+        });
+        if !found {
+            anyhow::bail!("the simulated copy of {name} vanished");
+        }
         if let Some(p) = last {
             out.extra_node_seconds += f64::from(p.total.saturating_sub(size)) * (t - p.t);
         }
@@ -290,13 +307,7 @@ pub async fn run_once(
             due.push(now);
         }
         due.extend(sim.next_change(&name, now));
-        let min_ready = SignedDuration::try_from(s.settings.min_ready.as_std()).unwrap_or_default();
-        due.extend(
-            pool.nodes
-                .iter()
-                .filter_map(|n| n.healthy_since?.checked_add(min_ready).ok())
-                .filter(|t| *t > now),
-        );
+        due.extend(ready_at);
         for (id, mark) in &s.marks {
             if let Mark::Draining { since, .. } = mark {
                 let (d, blocked) = sim.drain_profile(id);

@@ -1,7 +1,10 @@
 //! What a rollout remembers between steps (and across crashes): the journal's
 //! content. Everything else is observed again each step.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashSet;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -215,6 +218,76 @@ pub enum Mark {
     Uncordoning,
 }
 
+/// New nodes already reported healthy. Every step asks it about every
+/// available new node, and every step copies the state (the executor keeps
+/// the journaled copy; the step function makes the next): so it is hashed,
+/// and shared between copies until one of them changes it, and a step of a
+/// pool of thousands of nodes neither copies nor searches thousands of
+/// names. Journaled as a sorted list.
+#[derive(Clone, Debug, Default)]
+pub struct SeenNodes(Arc<FxHashSet<String>>);
+
+impl SeenNodes {
+    pub fn contains(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `id` is new to the set (which is copied first if another
+    /// state shares it).
+    pub fn insert(&mut self, id: &str) -> bool {
+        !self.0.contains(id) && Arc::make_mut(&mut self.0).insert(id.to_string())
+    }
+
+    /// Keep only the ids `keep` says to (copying the set only if one goes).
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        if self.0.iter().all(|id| keep(id)) {
+            return;
+        }
+        Arc::make_mut(&mut self.0).retain(|id| keep(id));
+    }
+
+    pub fn sorted(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.0.iter().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+impl PartialEq for SeenNodes {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for SeenNodes {}
+
+impl<const N: usize> From<[&str; N]> for SeenNodes {
+    fn from(ids: [&str; N]) -> Self {
+        SeenNodes(Arc::new(ids.iter().map(|id| id.to_string()).collect()))
+    }
+}
+
+impl Serialize for SeenNodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.sorted().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SeenNodes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ids = Vec::<String>::deserialize(d)?;
+        Ok(SeenNodes(Arc::new(ids.into_iter().collect())))
+    }
+}
+
 /// The journal of one pool's rollout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -265,7 +338,7 @@ pub struct RolloutState {
     pub blocked_by_policy: bool,
     /// New nodes already reported healthy (each is reported once).
     #[serde(default)]
-    pub healthy_seen: BTreeSet<String>,
+    pub healthy_seen: SeenNodes,
     /// Set while rolling back: the template that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<TemplateHash>,
@@ -362,7 +435,28 @@ impl RolloutState {
 
 #[cfg(test)]
 mod tests {
+    use super::SeenNodes;
     use crate::rollout::decide::fixtures::{at, state};
+
+    #[test]
+    fn seen_nodes_are_journaled_as_a_sorted_list_and_shared_until_changed() {
+        let mut a = SeenNodes::from(["web-3", "web-1", "web-2"]);
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(
+            json, r#"["web-1","web-2","web-3"]"#,
+            "the form a BTreeSet had"
+        );
+        let back: SeenNodes = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, a);
+        let b = a.clone();
+        assert!(std::sync::Arc::ptr_eq(&a.0, &b.0), "a copy shares the set");
+        assert!(!a.insert("web-2"), "already there: no copy made");
+        assert!(std::sync::Arc::ptr_eq(&a.0, &b.0));
+        assert!(a.insert("web-4"));
+        assert_eq!((a.len(), b.len()), (4, 3), "the copy is unchanged");
+        a.retain(|id| id != "web-1");
+        assert_eq!(a.sorted(), ["web-2", "web-3", "web-4"]);
+    }
 
     #[test]
     fn a_reimage_key_repeats_within_a_rollout_and_not_across_rollouts() {

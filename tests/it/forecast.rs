@@ -322,7 +322,7 @@ fn a_roll_held_by_a_window_finishes_after_it_opens() {
         in_place: Default::default(),
         nodes: (0..3)
             .map(|i| poolwright::model::Node {
-                id: format!("web-{i:05}"),
+                id: format!("web-{i:05}").into(),
                 template: old.hash(),
                 state: poolwright::model::NodeState::Healthy,
                 launched_at: start,

@@ -93,7 +93,7 @@ fn a_rollback_returns_an_old_node_being_drained_to_service() {
     assert!(
         run.final_pool
             .live_nodes()
-            .any(|n| n.id == node && n.state == NodeState::Healthy && !n.cordoned),
+            .any(|n| *n.id == *node && n.state == NodeState::Healthy && !n.cordoned),
         "{node} is not back in service: {:?}",
         run.final_pool.nodes
     );
@@ -450,7 +450,11 @@ fn reimage_mode_replaces_nodes_in_place_without_new_machines() {
     assert_eq!(run.count("reimage_requested"), 4);
     assert_eq!(run.count("node_create_requested"), 0);
     assert_eq!(run.count("terminate_requested"), 0);
-    let mut after: Vec<String> = run.final_pool.live_nodes().map(|n| n.id.clone()).collect();
+    let mut after: Vec<String> = run
+        .final_pool
+        .live_nodes()
+        .map(|n| n.id.to_string())
+        .collect();
     after.sort();
     assert_eq!(after, before);
     let target = template("img-2").hash();

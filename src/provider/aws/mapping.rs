@@ -236,7 +236,7 @@ pub fn observed_pool(
                 None
             };
             Node {
-                id: i.id.clone(),
+                id: i.id.as_str().into(),
                 template: node_template,
                 state,
                 launched_at: detail.and_then(|d| d.launched_at).unwrap_or(now),

@@ -443,7 +443,7 @@ async fn resize(b: &Battery<'_>, pool: &str, to: u32) -> Outcome {
 /// assigns ids later) the one new node describe shows.
 async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, String> {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
-    let known: BTreeSet<String> = before.nodes.iter().map(|n| n.id.clone()).collect();
+    let known: BTreeSet<String> = before.nodes.iter().map(|n| n.id.to_string()).collect();
     let want = before.size + 1;
     let ids = b
         .http
@@ -459,15 +459,15 @@ async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, S
                 p.size == want
                     && live(p)
                         .iter()
-                        .any(|n| !known.contains(&n.id) && ids.iter().all(|i| *i == n.id))
+                        .any(|n| !known.contains(&*n.id) && ids.iter().all(|i| **i == *n.id))
             })
         })
         .await?
         .ok_or("pool absent")?;
     let fresh: Vec<String> = live(&p)
         .iter()
-        .filter(|n| !known.contains(&n.id))
-        .map(|n| n.id.clone())
+        .filter(|n| !known.contains(&*n.id))
+        .map(|n| n.id.to_string())
         .collect();
     match fresh.as_slice() {
         [one] => Ok(one.clone()),
@@ -486,13 +486,13 @@ async fn create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
 async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Outcome {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
     let nodes = live(&before);
-    let Some(victim) = nodes.last().map(|n| n.id.clone()) else {
+    let Some(victim) = nodes.last().map(|n| n.id.to_string()) else {
         return Err("no live node to terminate".into());
     };
     let others: Vec<String> = nodes
         .iter()
-        .filter(|n| n.id != victim)
-        .map(|n| n.id.clone())
+        .filter(|n| *n.id != *victim)
+        .map(|n| n.id.to_string())
         .collect();
     let size = if decrement {
         before.size.saturating_sub(1)
@@ -512,14 +512,14 @@ async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Outco
         .wait_for(pool, &format!("{victim} gone and {size} live nodes"), |o| {
             o.is_some_and(|p| {
                 let l = live(p);
-                p.size == size && l.len() == size as usize && l.iter().all(|n| n.id != victim)
+                p.size == size && l.len() == size as usize && l.iter().all(|n| *n.id != *victim)
             })
         })
         .await?
         .ok_or("pool absent")?;
     let lost: Vec<&String> = others
         .iter()
-        .filter(|id| !live(&after).iter().any(|n| &n.id == *id))
+        .filter(|id| !live(&after).iter().any(|n| *n.id == **id))
         .collect();
     if !lost.is_empty() {
         return Err(format!(
@@ -537,7 +537,7 @@ async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
     let old = b.opts.template.hash();
     let new = b.opts.new_template.hash();
     let before = b.describe(pool).await?.ok_or("pool absent")?;
-    let old_nodes: Vec<String> = live(&before).iter().map(|n| n.id.clone()).collect();
+    let old_nodes: Vec<String> = live(&before).iter().map(|n| n.id.to_string()).collect();
     b.http
         .set_template(pool, &b.opts.new_template, &key("template"))
         .await
@@ -547,14 +547,18 @@ async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
     if p.template != b.opts.new_template {
         return Err("the new template is not returned verbatim".into());
     }
-    let fresh = p.nodes.iter().find(|n| n.id == id).ok_or("vanished")?;
+    let fresh = p.nodes.iter().find(|n| *n.id == *id).ok_or("vanished")?;
     if fresh.template != new {
         return Err(format!(
             "the new node {id} carries {} (want {new})",
             fresh.template
         ));
     }
-    for n in p.nodes.iter().filter(|n| old_nodes.contains(&n.id)) {
+    for n in p
+        .nodes
+        .iter()
+        .filter(|n| old_nodes.iter().any(|o| **o == *n.id))
+    {
         if n.template != old {
             return Err(format!(
                 "running node {} changed its hash to {} (running nodes keep theirs)",
@@ -626,7 +630,7 @@ async fn reimage(b: &Battery<'_>, pool: &str) -> Outcome {
     let node = live(&p)
         .iter()
         .find(|n| n.template != new)
-        .map(|n| n.id.clone())
+        .map(|n| n.id.to_string())
         .ok_or("no node on the old template to reimage")?;
     b.http
         .reimage_node(pool, &node, &key("reimage"))
@@ -636,7 +640,7 @@ async fn reimage(b: &Battery<'_>, pool: &str) -> Outcome {
         o.is_some_and(|p| {
             p.nodes
                 .iter()
-                .any(|n| n.id == node && n.template == new && n.state == NodeState::Healthy)
+                .any(|n| *n.id == *node && n.template == new && n.state == NodeState::Healthy)
         })
     })
     .await?;
@@ -732,7 +736,10 @@ async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
 
 async fn idempotent_terminate(b: &Battery<'_>, pool: &str) -> Outcome {
     let p = b.describe(pool).await?.ok_or("pool absent")?;
-    let victim = live(&p).first().map(|n| n.id.clone()).ok_or("no node")?;
+    let victim = live(&p)
+        .first()
+        .map(|n| n.id.to_string())
+        .ok_or("no node")?;
     let k = key("idem-terminate");
     let call = Call::mutate(
         "TerminateNode".into(),
@@ -772,7 +779,7 @@ async fn idempotent_set_size(b: &Battery<'_>, pool: &str) -> Outcome {
 /// the repeat neither launches nor replaces a node.
 async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Outcome {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
-    let ids: Vec<String> = live(&before).iter().map(|n| n.id.clone()).collect();
+    let ids: Vec<String> = live(&before).iter().map(|n| n.id.to_string()).collect();
     let k = key("idem-template");
     let call = Call::mutate(
         "SetTemplate".into(),
@@ -786,7 +793,7 @@ async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Outcome {
     );
     twice(b, &call).await?;
     let p = b.describe(pool).await?.ok_or("pool absent")?;
-    let now: Vec<String> = live(&p).iter().map(|n| n.id.clone()).collect();
+    let now: Vec<String> = live(&p).iter().map(|n| n.id.to_string()).collect();
     if p.template != b.opts.new_template {
         return Err("the template set twice is not the one sent".into());
     }

@@ -324,7 +324,7 @@ fn observations(
                 ));
             }
             nodes.push(Node {
-                id: n.id,
+                id: n.id.into(),
                 template: n.template_hash,
                 state: match n.state {
                     wire::NodeState::Pending => crate::model::NodeState::Pending,
@@ -541,7 +541,7 @@ impl Provider for Http {
             let gone = o.is_none_or(|p| {
                 p.nodes
                     .iter()
-                    .find(|n| n.id == node)
+                    .find(|n| *n.id == *node)
                     .is_none_or(|n| n.state == crate::model::NodeState::Terminating)
             });
             gone.then_some(serde::de::IgnoredAny)
@@ -641,7 +641,7 @@ impl Provider for Http {
             key,
         );
         self.mutate::<serde::de::IgnoredAny>(call, pool, |o| {
-            o.and_then(|p| p.nodes.iter().find(|n| n.id == node))
+            o.and_then(|p| p.nodes.iter().find(|n| *n.id == *node))
                 .filter(|n| n.template == target)
                 .map(|_| serde::de::IgnoredAny)
         })

@@ -17,11 +17,11 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
         .iter()
         .filter(|n| {
             n.template == s.target
-                && !s.marks.contains_key(&n.id)
                 && n.state != NodeState::Healthy
                 && now >= after(n.launched_at, set.startup_timeout)
+                && !s.marks.contains_key(&*n.id)
         })
-        .map(|n| n.id.clone())
+        .map(|n| n.id.to_string())
         .collect();
     for id in &failed {
         s.marks.insert(id.clone(), Mark::Terminating { at: now });
@@ -71,11 +71,14 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
         // Old nodes being drained are on the template the pool returns to:
         // their drain stops and they go back into service.
         for n in live {
-            if n.template == s.target && matches!(s.marks.get(&n.id), Some(Mark::Draining { .. })) {
+            if n.template == s.target && matches!(s.marks.get(&*n.id), Some(Mark::Draining { .. }))
+            {
                 // Journaled until seen uncordoned: a crash before the call
                 // must not leave it cordoned and forgotten.
-                s.marks.insert(n.id.clone(), Mark::Uncordoning);
-                d.actions.push(Action::Uncordon { node: n.id.clone() });
+                s.marks.insert(n.id.to_string(), Mark::Uncordoning);
+                d.actions.push(Action::Uncordon {
+                    node: n.id.to_string(),
+                });
                 d.notes.push(super::note(
                     EventKind::NodeUncordoned,
                     Some(&n.id),

@@ -29,7 +29,7 @@ pub(super) struct Gates {
 pub(super) fn completed(d: &mut Decision, t: &Tally) -> bool {
     let s = &mut d.state;
     let done = matches!(s.status, Status::Running)
-        && t.outdated_unmarked.is_empty()
+        && t.outdated_unmarked == 0
         && t.in_drain == 0
         && t.in_termination == 0
         && t.surplus == 0
@@ -57,7 +57,7 @@ pub(super) fn evaluate(d: &mut Decision, t: &Tally, inp: &Inputs) -> Gates {
     let now: Timestamp = inp.now;
     let s = &mut d.state;
     let set = s.settings.clone();
-    let has_work = !t.outdated_unmarked.is_empty() || t.surplus > 0 || t.updated_live < set.size;
+    let has_work = t.outdated_unmarked > 0 || t.surplus > 0 || t.updated_live < set.size;
     let gate = policy::gate(&set.disruption, now);
     let held = !inp.override_policy
         && !gate.is_open()
@@ -152,7 +152,7 @@ mod tests {
 
     fn work() -> Tally {
         Tally {
-            outdated_unmarked: vec!["o0".into()],
+            outdated_unmarked: 1,
             ..Tally::default()
         }
     }

@@ -3,34 +3,51 @@
 //! means the call never reached the provider (the process died between
 //! journaling the intent and calling): take it up again.
 
-use std::collections::HashSet;
-
 use super::{Action, Decision};
 use crate::model::{Node, NodeState};
 use crate::rollout::state::Mark;
 
 pub(super) fn reconcile(d: &mut Decision, nodes: &[Node]) {
-    let observed: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     let s = &mut d.state;
-    s.marks.retain(|id, _| observed.contains(id.as_str()));
-    s.healthy_seen.retain(|id| observed.contains(id.as_str()));
+    // Forget marks and reports of nodes no longer observed. They are the few
+    // nodes in flight (and the new ones reported) of a pool of maybe
+    // thousands: count first, and only when one is missing build the set.
+    // (Counting is exact because a pool's node ids are unique: a plug-in's
+    // answer that repeats one is refused.)
+    let (marked, seen) = nodes.iter().fold((0, 0), |(m, h), n| {
+        (
+            m + usize::from(s.marks.contains_key(&*n.id)),
+            h + usize::from(s.healthy_seen.contains(&n.id)),
+        )
+    });
+    if marked < s.marks.len() || seen < s.healthy_seen.len() {
+        let observed: rustc_hash::FxHashSet<&str> = nodes.iter().map(|n| &*n.id).collect();
+        s.marks.retain(|id, _| observed.contains(id.as_str()));
+        s.healthy_seen.retain(|id| observed.contains(id));
+    }
     for n in nodes {
-        match s.marks.get(&n.id) {
+        match s.marks.get(&*n.id) {
             Some(Mark::Terminating { .. }) if n.state != NodeState::Terminating => {
-                d.actions.push(Action::Terminate { node: n.id.clone() });
+                d.actions.push(Action::Terminate {
+                    node: n.id.to_string(),
+                });
             }
             Some(Mark::Reimaging { .. }) if n.template == s.target => {
                 // Reimaged: from here on a new node like any other.
-                s.marks.remove(&n.id);
+                s.marks.remove(&*n.id);
             }
             Some(Mark::Reimaging { .. }) => {
-                d.actions.push(Action::Reimage { node: n.id.clone() });
+                d.actions.push(Action::Reimage {
+                    node: n.id.to_string(),
+                });
             }
             Some(Mark::Uncordoning) if !n.cordoned => {
-                s.marks.remove(&n.id);
+                s.marks.remove(&*n.id);
             }
             Some(Mark::Uncordoning) => {
-                d.actions.push(Action::Uncordon { node: n.id.clone() });
+                d.actions.push(Action::Uncordon {
+                    node: n.id.to_string(),
+                });
             }
             _ => {}
         }

@@ -139,9 +139,18 @@ pub fn is_available(
     min_ready: Duration,
     now: Timestamp,
 ) -> bool {
+    !marks.contains_key(&*n.id) && is_ready(n, target, min_ready, now)
+}
+
+/// [`is_available`] for a node known to carry no mark.
+pub(crate) fn is_ready(
+    n: &Node,
+    target: TemplateHash,
+    min_ready: Duration,
+    now: Timestamp,
+) -> bool {
     n.state == NodeState::Healthy
         && !n.cordoned
-        && !marks.contains_key(&n.id)
         && (n.template != target || n.healthy_since.is_some_and(|h| after(h, min_ready) <= now))
 }
 

@@ -13,23 +13,23 @@ use crate::rollout::state::Mark;
 
 pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp) {
     let s = &mut d.state;
-    let set = s.settings.clone();
+    let (size, budget, min_ready) = (s.settings.size, s.settings.budget, s.settings.min_ready);
     // In waves, a new wave starts only once the last one has finished.
-    if set.waves && (t.pending_new > 0 || t.in_drain > 0 || t.in_termination > 0) {
+    if s.settings.waves && (t.pending_new > 0 || t.in_drain > 0 || t.in_termination > 0) {
         return;
     }
     let target = s.target;
-    let canary_limit = set.canary && !s.canary_done;
+    let canary_limit = s.settings.canary && !s.canary_done;
     let refused = s.surge_refused_until.is_some_and(|u| now < u);
-    let surge = if refused { 0 } else { set.budget.surge };
-    if refused && set.budget.unavailable == 0 {
+    let surge = if refused { 0 } else { budget.surge };
+    if refused && budget.unavailable == 0 {
         d.waiting = Some(format!(
             "surge capacity refused by the provider; retrying at {} (maxUnavailable is 0, so no node can be taken down first)",
             s.surge_refused_until.expect("refused")
         ));
     }
-    let room = set.size.saturating_add(surge).saturating_sub(t.total);
-    let mut create = set.size.saturating_sub(t.updated_live).min(room);
+    let room = size.saturating_add(surge).saturating_sub(t.total);
+    let mut create = size.saturating_sub(t.updated_live).min(room);
     if s.surge_narrowed {
         create = create.min(1);
     }
@@ -39,46 +39,56 @@ pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp)
     if create > 0 {
         d.actions.push(Action::CreateNodes { count: create });
     }
-    let available = |n: &Node| is_available(n, target, &s.marks, set.min_ready, now);
+    let available = |n: &Node| is_available(n, target, &s.marks, min_ready, now);
     let mut candidates: Vec<&Node> = live
         .iter()
         .copied()
         // The tally's `outdated_unmarked`, by its own rule: looking each node
         // up in that list made a step O(nodes²) (a 1,000-node roll spent half
         // its time here).
-        .filter(|n| n.template != target && !s.marks.contains_key(&n.id))
+        .filter(|n| n.template != target && !s.marks.contains_key(&*n.id))
         .collect();
     if t.surplus > 0 {
         let mut extra: Vec<&Node> = live
             .iter()
             .copied()
-            .filter(|n| n.template == target && !s.marks.contains_key(&n.id))
+            .filter(|n| n.template == target && !s.marks.contains_key(&*n.id))
             .collect();
         extra.sort_by_key(|n| (available(n), std::cmp::Reverse(n.launched_at)));
         candidates.extend(extra.into_iter().take(t.surplus as usize));
     }
-    candidates.sort_by_key(|n| (available(n), n.template == target, n.launched_at));
-    let picks: Vec<(String, bool)> = candidates
+    // Taken down in the order (available, on the target, launched), ties in
+    // the order above: unavailable ones first (they cost no availability),
+    // then available ones while the floor leaves room. Each key is computed
+    // once, with its position as the last part, so an unstable sort or
+    // selection gives exactly a stable sort's order; and of the available
+    // ones only as many are ordered as can be taken (usually none or one of
+    // a thousand).
+    type Key = (bool, bool, Timestamp, usize);
+    type Picks<'n> = Vec<(Key, &'n Node)>;
+    let (mut down, mut up): (Picks, Picks) = candidates
         .iter()
-        .map(|n| (n.id.clone(), available(n)))
-        .collect();
-    let mut spare = t.available.saturating_sub(s.floor());
+        .enumerate()
+        .map(|(i, n)| ((available(n), n.template == target, n.launched_at, i), *n))
+        .partition(|(k, _)| !k.0);
     let mut limit = if canary_limit {
         1u32.saturating_sub(t.in_drain)
     } else {
         u32::MAX
     };
-    for (id, avail) in picks {
-        if limit == 0 {
-            break;
-        }
-        if avail {
-            if spare == 0 {
-                continue;
-            }
-            spare -= 1;
-        }
-        limit -= 1;
+    let spare = t.available.saturating_sub(s.floor());
+    let take_down = down.len().min(limit as usize);
+    limit -= take_down as u32;
+    let take_up = up.len().min(limit.min(spare) as usize);
+    down.sort_unstable_by_key(|(k, _)| *k);
+    down.truncate(take_down);
+    if take_up > 0 && take_up < up.len() {
+        up.select_nth_unstable_by_key(take_up - 1, |(k, _)| *k);
+    }
+    up.truncate(take_up);
+    up.sort_unstable_by_key(|(k, _)| *k);
+    for (_, n) in down.into_iter().chain(up) {
+        let id = n.id.to_string();
         s.marks.insert(
             id.clone(),
             Mark::Draining {
@@ -206,5 +216,102 @@ mod tests {
             (d.actions[0].clone(), drains),
             (Action::CreateNodes { count: 1 }, 1)
         );
+    }
+
+    /// The take-down order as it was before the selection was made partial:
+    /// every candidate sorted (stably) by (available, on the target,
+    /// launched), then taken while the canary limit and the floor allow.
+    fn taken_by_full_sort(d: &Decision, t: &Tally, live: &[&Node], now: Timestamp) -> Vec<String> {
+        let s = &d.state;
+        let available = |n: &Node| is_available(n, s.target, &s.marks, s.settings.min_ready, now);
+        let mut candidates: Vec<&Node> = live
+            .iter()
+            .copied()
+            .filter(|n| n.template != s.target && !s.marks.contains_key(&*n.id))
+            .collect();
+        if t.surplus > 0 {
+            let mut extra: Vec<&Node> = live
+                .iter()
+                .copied()
+                .filter(|n| n.template == s.target && !s.marks.contains_key(&*n.id))
+                .collect();
+            extra.sort_by_key(|n| (available(n), std::cmp::Reverse(n.launched_at)));
+            candidates.extend(extra.into_iter().take(t.surplus as usize));
+        }
+        candidates.sort_by_key(|n| (available(n), n.template == s.target, n.launched_at));
+        let mut spare = t.available.saturating_sub(s.floor());
+        let mut limit = if s.settings.canary && !s.canary_done {
+            1u32.saturating_sub(t.in_drain)
+        } else {
+            u32::MAX
+        };
+        let mut out = Vec::new();
+        for n in candidates {
+            if limit == 0 {
+                break;
+            }
+            if available(n) {
+                if spare == 0 {
+                    continue;
+                }
+                spare -= 1;
+            }
+            limit -= 1;
+            out.push(n.id.to_string());
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Ordering only the candidates that can be taken picks exactly the
+        /// nodes, in exactly the order, that sorting them all did: ties in
+        /// launch time included, old and new nodes, booting and marked ones,
+        /// any budget, floor, canary and scale-down.
+        #[test]
+        fn the_partial_selection_takes_what_a_full_sort_took(
+            kinds in proptest::collection::vec((0u8..2, 0u8..3, 0i64..4, 0u8..8), 0..80),
+            size in 0u32..30,
+            surge in 0u32..4,
+            unavailable in 0u32..8,
+            peak in 0u32..40,
+            canary in proptest::bool::ANY,
+        ) {
+            let mut s = state(size, surge, unavailable);
+            s.settings.canary = canary;
+            s.peak_available = peak;
+            let nodes: Vec<Node> = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, &(template, st, launched, marked))| {
+                    let t = if template == 0 { old() } else { new() };
+                    let state = [NodeState::Healthy, NodeState::Pending, NodeState::Unhealthy][st as usize];
+                    let mut n = node(&format!("n{i}"), &t, state);
+                    n.launched_at = at(launched);
+                    if marked == 0 {
+                        s.marks.insert(n.id.to_string(), Mark::Quarantined);
+                    }
+                    n
+                })
+                .collect();
+            let live: Vec<&Node> = nodes.iter().collect();
+            let drains = BTreeMap::new();
+            let now = at(3600);
+            let inp = inputs(&nodes, &drains, now);
+            let mut d = Decision { state: s, actions: vec![], notes: vec![], waiting: None };
+            let t = Tally::of(&mut d, &live, &inp);
+            let want = taken_by_full_sort(&d, &t, &live, now);
+            start(&mut d, &t, &live, now);
+            let got: Vec<String> = d
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Drain { node } => Some(node.clone()),
+                    _ => None,
+                })
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

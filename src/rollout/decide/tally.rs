@@ -2,7 +2,7 @@
 //! and in flight; report new nodes that became available; raise the peak of
 //! availability, from which the floor ratchets up.
 
-use super::{Decision, Inputs, is_available};
+use super::{Decision, Inputs, is_ready};
 use crate::model::EventKind;
 use crate::model::Node;
 use crate::rollout::state::Mark;
@@ -22,39 +22,46 @@ pub(super) struct Tally {
     pub in_termination: u32,
     pub quarantined: u32,
     /// Old nodes the rollout has not touched yet.
-    pub outdated_unmarked: Vec<String>,
+    pub outdated_unmarked: u32,
     /// Updated nodes beyond the size (a scale-down).
     pub surplus: u32,
 }
 
 impl Tally {
+    /// One pass over the nodes, with no copy of a name unless a node is
+    /// reported healthy: a step of a large pool costs a scan, nothing more.
     pub(super) fn of(d: &mut Decision, live: &[&Node], inp: &Inputs) -> Tally {
         let s = &mut d.state;
-        let set = &s.settings;
         let now = inp.now;
         let target = s.target;
-        let available_now = |n: &Node| is_available(n, target, &s.marks, set.min_ready, now);
-        let available = live.iter().filter(|n| available_now(n)).count() as u32;
-        // A node on the target that the rollout is taking down, or that a
-        // drain left out of service (quarantined, failed; carried over from a
-        // rolled-back or superseded rollout), is not one of the `size` nodes:
-        // another takes its place.
-        let updated_live = live
-            .iter()
-            .filter(|n| {
-                n.template == target
-                    && matches!(
-                        s.marks.get(&n.id),
-                        None | Some(Mark::Reimaging { .. } | Mark::Uncordoning)
-                    )
-            })
-            .count() as u32;
-        let fresh: Vec<String> = live
-            .iter()
-            .filter(|n| n.template == target && available_now(n))
-            .map(|n| n.id.clone())
-            .collect();
-        let updated_available = fresh.len() as u32;
+        let min_ready = s.settings.min_ready;
+        let (mut available, mut updated_live, mut updated_available, mut outdated_unmarked) =
+            (0u32, 0u32, 0u32, 0u32);
+        // New nodes available now and not reported yet, in the order observed.
+        let mut fresh: Vec<&str> = Vec::new();
+        for n in live {
+            let mark = s.marks.get(&*n.id);
+            let is_available = mark.is_none() && is_ready(n, target, min_ready, now);
+            available += u32::from(is_available);
+            if n.template != target {
+                outdated_unmarked += u32::from(mark.is_none());
+                continue;
+            }
+            // A node on the target that the rollout is taking down, or that a
+            // drain left out of service (quarantined, failed; carried over from a
+            // rolled-back or superseded rollout), is not one of the `size` nodes:
+            // another takes its place.
+            updated_live += u32::from(matches!(
+                mark,
+                None | Some(Mark::Reimaging { .. } | Mark::Uncordoning)
+            ));
+            if is_available {
+                updated_available += 1;
+                if !s.healthy_seen.contains(&n.id) {
+                    fresh.push(&n.id);
+                }
+            }
+        }
         let count = |f: fn(&Mark) -> bool| s.marks.values().filter(|m| f(m)).count() as u32;
         let t = Tally {
             total: inp.provider_size.max(live.len() as u32),
@@ -70,20 +77,15 @@ impl Tally {
                 )
             }),
             quarantined: count(|m| matches!(m, Mark::Quarantined)),
-            outdated_unmarked: live
-                .iter()
-                .filter(|n| n.template != target && !s.marks.contains_key(&n.id))
-                .map(|n| n.id.clone())
-                .collect(),
-            surplus: updated_live.saturating_sub(set.size),
+            outdated_unmarked,
+            surplus: updated_live.saturating_sub(s.settings.size),
         };
-        let min_ready = set.min_ready;
-        let canary = set.canary;
+        let canary = s.settings.canary;
         for id in fresh {
-            if s.healthy_seen.insert(id.clone()) {
+            if s.healthy_seen.insert(id) {
                 d.notes.push(super::note(
                     EventKind::NodeHealthy,
-                    Some(&id),
+                    Some(id),
                     format!("healthy for {min_ready}"),
                 ));
             }
@@ -153,7 +155,7 @@ mod tests {
             (2, 1, 1)
         );
         assert_eq!((t.in_drain, t.in_termination, t.quarantined), (1, 0, 0));
-        assert_eq!(t.outdated_unmarked, ["o1", "o2", "o3"]);
+        assert_eq!(t.outdated_unmarked, 3, "o1, o2, o3");
         assert_eq!(
             d.state.peak_available, 3,
             "the peak rises with availability"
