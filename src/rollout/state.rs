@@ -269,6 +269,7 @@ impl PartialEq for SeenNodes {
 
 impl Eq for SeenNodes {}
 
+#[cfg(test)]
 impl<const N: usize> From<[&str; N]> for SeenNodes {
     fn from(ids: [&str; N]) -> Self {
         SeenNodes(Arc::new(ids.iter().map(|id| id.to_string()).collect()))
