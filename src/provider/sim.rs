@@ -173,7 +173,8 @@ impl SimNode {
         self.gone_at.is_none()
     }
 
-    fn view(&self, now: Timestamp) -> Option<Node> {
+    /// Its state and `healthy_since` as observed at `now`; `None` once gone.
+    fn observed_at(&self, now: Timestamp) -> Option<(NodeState, Option<Timestamp>)> {
         let state = match self.gone_at {
             Some(g) if now >= g => return None,
             Some(_) => NodeState::Terminating,
@@ -183,18 +184,34 @@ impl SimNode {
                 _ => NodeState::Pending,
             },
         };
+        let healthy_since = self
+            .healthy_at
+            .filter(|h| now >= *h && state == NodeState::Healthy);
+        Some((state, healthy_since))
+    }
+
+    fn view(&self, now: Timestamp) -> Option<Node> {
+        let (state, healthy_since) = self.observed_at(now)?;
         Some(Node {
             id: self.id.clone(),
             template: self.template,
             state,
             launched_at: self.launched_at,
-            healthy_since: self
-                .healthy_at
-                .filter(|h| now >= *h && state == NodeState::Healthy),
+            healthy_since,
             cordoned: self.cordoned,
             provider_id: None,
         })
     }
+}
+
+/// A node as observed at an instant, borrowed from the simulator (what a
+/// forecast counts after every step, with no copy).
+pub struct NodeAt<'a> {
+    pub id: &'a str,
+    pub template: TemplateHash,
+    pub state: NodeState,
+    pub healthy_since: Option<Timestamp>,
+    pub cordoned: bool,
 }
 
 /// Latencies of one node, drawn at launch.
@@ -492,14 +509,20 @@ impl Sim {
 
     /// Call `f` with each node of `pool` as observed at `now`: what a
     /// forecast counts after every step, without copying the pool.
-    pub fn each_node(&self, pool: &str, now: Timestamp, mut f: impl FnMut(&Node)) -> bool {
+    pub fn each_node(&self, pool: &str, now: Timestamp, mut f: impl FnMut(NodeAt<'_>)) -> bool {
         let fleet = self.lock();
         let Some(p) = fleet.pools.get(pool) else {
             return false;
         };
         for n in &p.nodes {
-            if let Some(view) = n.view(now) {
-                f(&view);
+            if let Some((state, healthy_since)) = n.observed_at(now) {
+                f(NodeAt {
+                    id: &n.id,
+                    template: n.template,
+                    state,
+                    healthy_since,
+                    cordoned: n.cordoned,
+                });
             }
         }
         true
@@ -737,7 +760,12 @@ impl Provider for Sim {
                     autoscaling: p.autoscaling,
                     template: p.template.clone(),
                     in_place: p.in_place.clone(),
-                    nodes: p.nodes.iter().filter_map(|n| n.view(now)).collect(),
+                    nodes: {
+                        // Sized once: a pool of thousands grows no vector.
+                        let mut nodes = Vec::with_capacity(p.nodes.len());
+                        nodes.extend(p.nodes.iter().filter_map(|n| n.view(now)));
+                        nodes
+                    },
                 })
             })
             .collect())

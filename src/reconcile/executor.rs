@@ -10,7 +10,7 @@ use super::events::{Counts, Event, EventSink};
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
-use crate::model::{EventKind, NodeTemplate, ObservedPool, TemplateHash};
+use crate::model::{EventKind, Node, NodeTemplate, ObservedPool, TemplateHash};
 use crate::provider::{Drainer, ErrorKind, Provider, ProviderError};
 use crate::rollout::decide::{Action, Inputs, Note, Outcome, absorb, begin, decide, is_available};
 use crate::rollout::state::PendingCreate;
@@ -250,28 +250,30 @@ impl<'a> Executor<'a> {
         let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
         let now = self.clock.now();
         let mut drains = BTreeMap::new();
-        let draining = |m: &Mark| matches!(m, Mark::Draining { .. });
-        // How the drainer knows a node: its provider id when the provider
-        // gives one (what Kubernetes Nodes carry), else its id.
-        let by_id: rustc_hash::FxHashMap<&str, &str> = if self.state.marks.values().any(draining) {
-            observed
-                .nodes
-                .iter()
-                .map(|n| (&*n.id, n.cluster_key()))
-                .collect()
-        } else {
-            Default::default()
-        };
+        // The marked nodes as observed, found in one pass (the pool may
+        // have thousands of nodes, the marks are the few in flight).
+        let marked = find_nodes(&observed.nodes, self.state.marks.keys());
         for (id, mark) in &self.state.marks {
             if let Mark::Draining { since, .. } = mark {
-                let key = by_id.get(id.as_str()).copied().unwrap_or(id.as_str());
+                // How the drainer knows a node: its provider id when the
+                // provider gives one (what Kubernetes Nodes carry), else its id.
+                let key = marked
+                    .get(id.as_str())
+                    .map_or(id.as_str(), |n| n.cluster_key());
                 drains.insert(
                     id.clone(),
                     self.drainer.progress(&pool, key, *since, now).await,
                 );
             }
         }
-        let before: Vec<String> = self.state.marks.keys().cloned().collect();
+        // Marks of nodes no longer observed: their nodes are gone.
+        let gone: Vec<String> = self
+            .state
+            .marks
+            .keys()
+            .filter(|id| !marked.contains_key(id.as_str()))
+            .cloned()
+            .collect();
         let decision = decide(
             &self.state,
             &Inputs {
@@ -285,21 +287,10 @@ impl<'a> Executor<'a> {
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
         self.save().await?;
-        // Marks of nodes no longer observed: their nodes are gone. (Marks are
-        // the few nodes in flight; the pool may have thousands.)
-        let gone: Vec<&String> = if before.is_empty() {
-            Vec::new()
-        } else {
-            let seen: rustc_hash::FxHashSet<&str> = observed.nodes.iter().map(|n| &*n.id).collect();
-            before
-                .iter()
-                .filter(|id| !seen.contains(id.as_str()))
-                .collect()
-        };
         for id in gone {
             self.emit(
                 EventKind::NodeTerminated,
-                Some(id.clone()),
+                Some(id),
                 Some(&observed),
                 "gone".into(),
             );
@@ -596,6 +587,23 @@ impl<'a> Executor<'a> {
             }
         }
     }
+}
+
+/// The nodes of `ids` that are observed, by id, in one pass over the pool
+/// (with no ids, none).
+fn find_nodes<'a>(
+    nodes: &'a [Node],
+    ids: impl ExactSizeIterator<Item = &'a String>,
+) -> rustc_hash::FxHashMap<&'a str, &'a Node> {
+    if ids.len() == 0 {
+        return Default::default();
+    }
+    let wanted: rustc_hash::FxHashSet<&str> = ids.map(String::as_str).collect();
+    nodes
+        .iter()
+        .filter(|n| wanted.contains(&*n.id))
+        .map(|n| (&*n.id, n))
+        .collect()
 }
 
 /// How the drainer knows a node: its provider id when the provider gives one

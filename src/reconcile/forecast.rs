@@ -25,7 +25,7 @@ use crate::model::latency::{LogSummary, PoolLatencies};
 use crate::model::{NodeTemplate, ObservedPool};
 use crate::provider::sim::Sim;
 use crate::provider::{Provider, SimDrainer};
-use crate::rollout::decide::is_available;
+use crate::rollout::decide::{Marked, Ready};
 use crate::rollout::{Mark, Settings, Status};
 use crate::spec::types::{Distribution, SimProvider};
 use crate::spec::values::Duration;
@@ -252,19 +252,22 @@ pub async fn run_once(
         // rule) and when a node's minReady ends, in one pass without a copy.
         let (mut total, mut available) = (0u32, 0u32);
         let mut ready_at: Option<Timestamp> = None;
+        // The core's own rule (`is_available`), with its lookups made once.
+        let marked = Marked::of(&s.marks);
+        let ready = Ready::at(s.target, s.settings.min_ready, now);
         let found = sim.each_node(&name, now, |n| {
             if n.state == crate::model::NodeState::Terminating {
                 return;
             }
             total += 1;
-            available += u32::from(is_available(
-                n,
-                s.target,
-                &s.marks,
-                s.settings.min_ready,
-                now,
-            ));
-            if let Some(end) = n.healthy_since.and_then(|h| h.checked_add(min_ready).ok())
+            available += u32::from(
+                !marked.contains(n.id)
+                    && ready.is_as(n.state, n.cordoned, n.template, n.healthy_since),
+            );
+            // Only a node that has not served minReady yet has it end later.
+            if let Some(h) = n.healthy_since
+                && !ready.served(h)
+                && let Ok(end) = h.checked_add(min_ready)
                 && end > now
             {
                 ready_at = Some(ready_at.map_or(end, |r| r.min(end)));

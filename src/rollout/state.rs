@@ -223,9 +223,10 @@ pub enum Mark {
 /// the journaled copy; the step function makes the next): so it is hashed,
 /// and shared between copies until one of them changes it, and a step of a
 /// pool of thousands of nodes neither copies nor searches thousands of
-/// names. Journaled as a sorted list.
+/// names. It holds the observed ids themselves (shared, not copied), so a
+/// copy for a change copies no name. Journaled as a sorted list.
 #[derive(Clone, Debug, Default)]
-pub struct SeenNodes(Arc<FxHashSet<String>>);
+pub struct SeenNodes(Arc<FxHashSet<Arc<str>>>);
 
 impl SeenNodes {
     pub fn contains(&self, id: &str) -> bool {
@@ -242,8 +243,8 @@ impl SeenNodes {
 
     /// Whether `id` is new to the set (which is copied first if another
     /// state shares it).
-    pub fn insert(&mut self, id: &str) -> bool {
-        !self.0.contains(id) && Arc::make_mut(&mut self.0).insert(id.to_string())
+    pub fn insert(&mut self, id: &Arc<str>) -> bool {
+        !self.0.contains(&**id) && Arc::make_mut(&mut self.0).insert(id.clone())
     }
 
     /// Keep only the ids `keep` says to (copying the set only if one goes).
@@ -255,7 +256,7 @@ impl SeenNodes {
     }
 
     pub fn sorted(&self) -> Vec<&str> {
-        let mut ids: Vec<&str> = self.0.iter().map(String::as_str).collect();
+        let mut ids: Vec<&str> = self.0.iter().map(|id| &**id).collect();
         ids.sort_unstable();
         ids
     }
@@ -272,7 +273,7 @@ impl Eq for SeenNodes {}
 #[cfg(test)]
 impl<const N: usize> From<[&str; N]> for SeenNodes {
     fn from(ids: [&str; N]) -> Self {
-        SeenNodes(Arc::new(ids.iter().map(|id| id.to_string()).collect()))
+        SeenNodes(Arc::new(ids.iter().map(|&id| Arc::from(id)).collect()))
     }
 }
 
@@ -285,7 +286,9 @@ impl Serialize for SeenNodes {
 impl<'de> Deserialize<'de> for SeenNodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let ids = Vec::<String>::deserialize(d)?;
-        Ok(SeenNodes(Arc::new(ids.into_iter().collect())))
+        Ok(SeenNodes(Arc::new(
+            ids.into_iter().map(Arc::from).collect(),
+        )))
     }
 }
 
@@ -451,9 +454,12 @@ mod tests {
         assert_eq!(back, a);
         let b = a.clone();
         assert!(std::sync::Arc::ptr_eq(&a.0, &b.0), "a copy shares the set");
-        assert!(!a.insert("web-2"), "already there: no copy made");
+        assert!(
+            !a.insert(&std::sync::Arc::from("web-2")),
+            "already there: no copy made"
+        );
         assert!(std::sync::Arc::ptr_eq(&a.0, &b.0));
-        assert!(a.insert("web-4"));
+        assert!(a.insert(&std::sync::Arc::from("web-4")));
         assert_eq!((a.len(), b.len()), (4, 3), "the copy is unchanged");
         a.retain(|id| id != "web-1");
         assert_eq!(a.sorted(), ["web-2", "web-3", "web-4"]);

@@ -3,7 +3,7 @@
 //! means the call never reached the provider (the process died between
 //! journaling the intent and calling): take it up again.
 
-use super::{Action, Decision};
+use super::{Action, Decision, Marked};
 use crate::model::{Node, NodeState};
 use crate::rollout::state::Mark;
 
@@ -13,19 +13,26 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node]) {
     // nodes in flight (and the new ones reported) of a pool of maybe
     // thousands: count first, and only when one is missing build the set.
     // (Counting is exact because a pool's node ids are unique: a plug-in's
-    // answer that repeats one is refused.)
-    let (marked, seen) = nodes.iter().fold((0, 0), |(m, h), n| {
-        (
-            m + usize::from(s.marks.contains_key(&*n.id)),
-            h + usize::from(s.healthy_seen.contains(&n.id)),
-        )
-    });
-    if marked < s.marks.len() || seen < s.healthy_seen.len() {
+    // answer that repeats one is refused.) The same pass keeps the marked
+    // nodes, in the order observed, for what follows. Reports are of nodes on
+    // the target, so only those are looked up; should one be of another
+    // template (after a rollback), the set is built and nothing observed is
+    // forgotten.
+    let marked = Marked::of(&s.marks);
+    let mut in_flight: Vec<&Node> = Vec::new();
+    let mut seen = 0;
+    for n in nodes {
+        if marked.contains(&n.id) {
+            in_flight.push(n);
+        }
+        seen += usize::from(n.template == s.target && s.healthy_seen.contains(&n.id));
+    }
+    if in_flight.len() < s.marks.len() || seen < s.healthy_seen.len() {
         let observed: rustc_hash::FxHashSet<&str> = nodes.iter().map(|n| &*n.id).collect();
         s.marks.retain(|id, _| observed.contains(id.as_str()));
         s.healthy_seen.retain(|id| observed.contains(id));
     }
-    for n in nodes {
+    for n in in_flight {
         match s.marks.get(&*n.id) {
             Some(Mark::Terminating { .. }) if n.state != NodeState::Terminating => {
                 d.actions.push(Action::Terminate {

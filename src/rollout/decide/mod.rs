@@ -149,9 +149,73 @@ pub(crate) fn is_ready(
     min_ready: Duration,
     now: Timestamp,
 ) -> bool {
-    n.state == NodeState::Healthy
-        && !n.cordoned
-        && (n.template != target || n.healthy_since.is_some_and(|h| after(h, min_ready) <= now))
+    Ready::at(target, min_ready, now).is(n)
+}
+
+/// [`is_ready`] with its instant worked out once, for a pass over every node
+/// of a pool: a new node is ready when it became healthy at or before
+/// `now - minReady`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ready {
+    target: TemplateHash,
+    /// The latest `healthy_since` that has served `minReady` by now; `None`
+    /// when none can have (`minReady` reaches back before the first instant).
+    cutoff: Option<Timestamp>,
+}
+
+impl Ready {
+    pub(crate) fn at(target: TemplateHash, min_ready: Duration, now: Timestamp) -> Ready {
+        let d = SignedDuration::try_from(min_ready.as_std()).unwrap_or(SignedDuration::MAX);
+        // `after(h, minReady) <= now`, whose sum saturates at the last
+        // instant: at that instant every node has served it.
+        let cutoff = if now == Timestamp::MAX {
+            Some(now)
+        } else {
+            now.checked_sub(d).ok()
+        };
+        Ready { target, cutoff }
+    }
+
+    pub(crate) fn is(&self, n: &Node) -> bool {
+        self.is_as(n.state, n.cordoned, n.template, n.healthy_since)
+    }
+
+    /// [`Ready::is`] of a node given by its parts.
+    pub(crate) fn is_as(
+        &self,
+        state: NodeState,
+        cordoned: bool,
+        template: TemplateHash,
+        healthy_since: Option<Timestamp>,
+    ) -> bool {
+        state == NodeState::Healthy
+            && !cordoned
+            && (template != self.target || healthy_since.is_some_and(|h| self.served(h)))
+    }
+
+    /// Whether a node healthy since `healthy` has served `minReady` by now.
+    pub(crate) fn served(&self, healthy: Timestamp) -> bool {
+        self.cutoff.is_some_and(|c| healthy <= c)
+    }
+}
+
+/// The marks, hashed, for a pass over every node of a pool: a `BTreeMap`
+/// compares an id with up to a node's worth of keys (a surge of 50 marks 50
+/// nodes), a hashed set with about one; and with no marks nothing is hashed.
+pub(crate) struct Marked<'a>(Option<rustc_hash::FxHashMap<&'a str, &'a Mark>>);
+
+impl<'a> Marked<'a> {
+    pub(crate) fn of(marks: &'a BTreeMap<String, Mark>) -> Marked<'a> {
+        Marked((!marks.is_empty()).then(|| marks.iter().map(|(k, m)| (k.as_str(), m)).collect()))
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&'a Mark> {
+        self.0.as_ref().and_then(|m| m.get(id).copied())
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
 }
 
 /// Start a rollout towards `target`, or supersede `prior` (a rollout towards an
@@ -397,6 +461,60 @@ mod tests {
         );
         assert!(s.marks.is_empty());
         assert_eq!(notes[0].event, EventKind::StepFailed);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// `Ready`, which works out its instant once per pass, says what the
+        /// rule says node by node (`after(healthy, minReady) <= now`, a sum
+        /// that saturates at the last instant), at the ends of time too.
+        #[test]
+        fn ready_once_per_pass_is_the_rule_node_by_node(
+            since in proptest::prop_oneof![
+                proptest::strategy::Just(i64::MIN),
+                proptest::strategy::Just(i64::MAX),
+                -1_000_000i64..1_000_000,
+                proptest::num::i64::ANY,
+            ],
+            min_ready in proptest::prop_oneof![
+                proptest::strategy::Just(0u64),
+                proptest::strategy::Just(u64::MAX),
+                0u64..2_000_000,
+                proptest::num::u64::ANY,
+            ],
+            now in proptest::prop_oneof![
+                proptest::strategy::Just(i64::MIN),
+                proptest::strategy::Just(i64::MAX),
+                -1_000_000i64..1_000_000,
+                proptest::num::i64::ANY,
+            ],
+            on_target in proptest::bool::ANY,
+            state in proptest::sample::select(vec![NodeState::Healthy, NodeState::Pending, NodeState::Unhealthy]),
+            cordoned in proptest::bool::ANY,
+        ) {
+            // Instants anywhere in jiff's range, the ends included.
+            let instant = |x: i64| {
+                let (lo, hi) = (Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+                let secs = lo + (x as i128 - i64::MIN as i128).rem_euclid((hi - lo + 1) as i128) as i64;
+                match x {
+                    i64::MIN => Timestamp::MIN,
+                    i64::MAX => Timestamp::MAX,
+                    _ => Timestamp::from_second(secs).unwrap(),
+                }
+            };
+            let (since, now) = (instant(since), instant(now));
+            let min_ready = Duration(std::time::Duration::from_secs(min_ready));
+            let mut n = healthy("n1", &if on_target { new() } else { old() });
+            n.state = state;
+            n.cordoned = cordoned;
+            n.healthy_since = Some(since);
+            let target = new().hash();
+            let rule = n.state == NodeState::Healthy
+                && !n.cordoned
+                && (n.template != target || after(since, min_ready) <= now);
+            proptest::prop_assert_eq!(Ready::at(target, min_ready, now).is(&n), rule);
+        }
     }
 
     proptest::proptest! {

@@ -7,7 +7,7 @@ use crate::model::EventKind;
 use jiff::Timestamp;
 
 use super::tally::Tally;
-use super::{Action, Decision, is_available};
+use super::{Action, Decision, Marked, Ready};
 use crate::model::Node;
 use crate::rollout::state::Mark;
 
@@ -39,23 +39,25 @@ pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp)
     if create > 0 {
         d.actions.push(Action::CreateNodes { count: create });
     }
-    let available = |n: &Node| is_available(n, target, &s.marks, min_ready, now);
-    let mut candidates: Vec<&Node> = live
+    // Every candidate is unmarked: available is ready.
+    let ready = Ready::at(target, min_ready, now);
+    let marked = Marked::of(&s.marks);
+    // The tally's `outdated_unmarked`, by its own rule: looking each node up
+    // in that list made a step O(nodes²) (a 1,000-node roll spent half its
+    // time here).
+    let outdated = live
         .iter()
         .copied()
-        // The tally's `outdated_unmarked`, by its own rule: looking each node
-        // up in that list made a step O(nodes²) (a 1,000-node roll spent half
-        // its time here).
-        .filter(|n| n.template != target && !s.marks.contains_key(&*n.id))
-        .collect();
+        .filter(|n| n.template != target && !marked.contains(&n.id));
+    let mut extra: Vec<&Node> = Vec::new();
     if t.surplus > 0 {
-        let mut extra: Vec<&Node> = live
+        extra = live
             .iter()
             .copied()
-            .filter(|n| n.template == target && !s.marks.contains_key(&*n.id))
+            .filter(|n| n.template == target && !marked.contains(&n.id))
             .collect();
-        extra.sort_by_key(|n| (available(n), std::cmp::Reverse(n.launched_at)));
-        candidates.extend(extra.into_iter().take(t.surplus as usize));
+        extra.sort_by_key(|n| (ready.is(n), std::cmp::Reverse(n.launched_at)));
+        extra.truncate(t.surplus as usize);
     }
     // Taken down in the order (available, on the target, launched), ties in
     // the order above: unavailable ones first (they cost no availability),
@@ -63,20 +65,24 @@ pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp)
     // once, with its position as the last part, so an unstable sort or
     // selection gives exactly a stable sort's order; and of the available
     // ones only as many are ordered as can be taken (usually none or one of
-    // a thousand).
+    // a thousand), and none is kept when the floor leaves no room.
     type Key = (bool, bool, Timestamp, usize);
     type Picks<'n> = Vec<(Key, &'n Node)>;
-    let (mut down, mut up): (Picks, Picks) = candidates
-        .iter()
-        .enumerate()
-        .map(|(i, n)| ((available(n), n.template == target, n.launched_at, i), *n))
-        .partition(|(k, _)| !k.0);
+    let spare = t.available.saturating_sub(s.floor());
+    let (mut down, mut up): (Picks, Picks) = (Vec::new(), Vec::new());
+    for (i, n) in outdated.chain(extra).enumerate() {
+        let key = (ready.is(n), n.template == target, n.launched_at, i);
+        if !key.0 {
+            down.push((key, n));
+        } else if spare > 0 {
+            up.push((key, n));
+        }
+    }
     let mut limit = if canary_limit {
         1u32.saturating_sub(t.in_drain)
     } else {
         u32::MAX
     };
-    let spare = t.available.saturating_sub(s.floor());
     let take_down = down.len().min(limit as usize);
     limit -= take_down as u32;
     let take_up = up.len().min(limit.min(spare) as usize);
@@ -113,6 +119,7 @@ mod tests {
     use super::super::tally::Tally;
     use super::*;
     use crate::model::NodeState;
+    use crate::rollout::decide::is_available;
 
     /// (size, surge, unavailable, old healthy, old booting, peak) ->
     /// (nodes created, nodes taken down).

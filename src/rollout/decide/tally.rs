@@ -2,7 +2,7 @@
 //! and in flight; report new nodes that became available; raise the peak of
 //! availability, from which the floor ratchets up.
 
-use super::{Decision, Inputs, is_ready};
+use super::{Decision, Inputs, Marked, Ready};
 use crate::model::EventKind;
 use crate::model::Node;
 use crate::rollout::state::Mark;
@@ -35,13 +35,15 @@ impl Tally {
         let now = inp.now;
         let target = s.target;
         let min_ready = s.settings.min_ready;
+        let ready = Ready::at(target, min_ready, now);
+        let marked = Marked::of(&s.marks);
         let (mut available, mut updated_live, mut updated_available, mut outdated_unmarked) =
             (0u32, 0u32, 0u32, 0u32);
         // New nodes available now and not reported yet, in the order observed.
-        let mut fresh: Vec<&str> = Vec::new();
+        let mut fresh: Vec<&std::sync::Arc<str>> = Vec::new();
         for n in live {
-            let mark = s.marks.get(&*n.id);
-            let is_available = mark.is_none() && is_ready(n, target, min_ready, now);
+            let mark = marked.get(&n.id);
+            let is_available = mark.is_none() && ready.is(n);
             available += u32::from(is_available);
             if n.template != target {
                 outdated_unmarked += u32::from(mark.is_none());
