@@ -190,6 +190,21 @@ impl SimNode {
         Some((state, healthy_since))
     }
 
+    /// The first instant after `now` at which it changes as observed.
+    fn changes_after(&self, now: Timestamp) -> Option<Timestamp> {
+        // Becoming running shows only in a node drawn never to become
+        // healthy (it turns Unhealthy); the others stay Pending until healthy.
+        [
+            self.healthy_at.is_none().then_some(self.running_at),
+            self.healthy_at,
+            self.gone_at,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| *t > now)
+        .min()
+    }
+
     fn view(&self, now: Timestamp) -> Option<Node> {
         let (state, healthy_since) = self.observed_at(now)?;
         Some(Node {
@@ -484,37 +499,26 @@ impl Sim {
         self.lock().audited
     }
 
-    /// The first instant after `now` at which a node of `pool` changes as
-    /// observed, by itself (becomes healthy or unhealthy, or goes), if any.
-    pub fn next_change(&self, pool: &str, now: Timestamp) -> Option<Timestamp> {
+    /// Call `f` with each node of `pool` as observed at `now`, and say the
+    /// first instant after `now` at which one of them changes as observed by
+    /// itself (becomes healthy or unhealthy, or goes), in one pass: what a
+    /// forecast asks after every step, without copying the pool. `None` if
+    /// there is no such pool.
+    pub fn each_node(
+        &self,
+        pool: &str,
+        now: Timestamp,
+        mut f: impl FnMut(NodeAt<'_>),
+    ) -> Option<Option<Timestamp>> {
         let fleet = self.lock();
-        fleet
-            .pools
-            .get(pool)?
-            .nodes
-            .iter()
-            // Becoming running shows only in a node drawn never to become
-            // healthy (it turns Unhealthy); the others stay Pending until healthy.
-            .flat_map(|n| {
-                [
-                    n.healthy_at.is_none().then_some(n.running_at),
-                    n.healthy_at,
-                    n.gone_at,
-                ]
-            })
-            .flatten()
-            .filter(|t| *t > now)
-            .min()
-    }
-
-    /// Call `f` with each node of `pool` as observed at `now`: what a
-    /// forecast counts after every step, without copying the pool.
-    pub fn each_node(&self, pool: &str, now: Timestamp, mut f: impl FnMut(NodeAt<'_>)) -> bool {
-        let fleet = self.lock();
-        let Some(p) = fleet.pools.get(pool) else {
-            return false;
-        };
+        let p = fleet.pools.get(pool)?;
+        let mut next: Option<Timestamp> = None;
         for n in &p.nodes {
+            // A node gone but not yet dropped still counts here, as its
+            // instants are still the pool's.
+            if let Some(t) = n.changes_after(now) {
+                next = Some(next.map_or(t, |m| m.min(t)));
+            }
             if let Some((state, healthy_since)) = n.observed_at(now) {
                 f(NodeAt {
                     id: &n.id,
@@ -525,7 +529,7 @@ impl Sim {
                 });
             }
         }
-        true
+        Some(next)
     }
 
     /// Mark a node unschedulable (what cordoning does in Kubernetes).

@@ -273,9 +273,9 @@ pub async fn run_once(
                 ready_at = Some(ready_at.map_or(end, |r| r.min(end)));
             }
         });
-        if !found {
+        let Some(next_change) = found else {
             anyhow::bail!("the simulated copy of {name} vanished");
-        }
+        };
         if let Some(p) = last {
             out.extra_node_seconds += f64::from(p.total.saturating_sub(size)) * (t - p.t);
         }
@@ -309,7 +309,7 @@ pub async fn run_once(
         if acted {
             due.push(now);
         }
-        due.extend(sim.next_change(&name, now));
+        due.extend(next_change);
         due.extend(ready_at);
         for (id, mark) in &s.marks {
             if let Mark::Draining { since, .. } = mark {

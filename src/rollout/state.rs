@@ -223,8 +223,8 @@ pub enum Mark {
 /// the journaled copy; the step function makes the next): so it is hashed,
 /// and shared between copies until one of them changes it, and a step of a
 /// pool of thousands of nodes neither copies nor searches thousands of
-/// names. It holds the observed ids themselves (shared, not copied), so a
-/// copy for a change copies no name. Journaled as a sorted list.
+/// names. It holds ids as shared strings (a step inserts the observed id
+/// itself), so a copy for a change copies no name. Journaled as a sorted list.
 #[derive(Clone, Debug, Default)]
 pub struct SeenNodes(Arc<FxHashSet<Arc<str>>>);
 

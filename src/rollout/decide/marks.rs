@@ -11,7 +11,7 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node]) {
     let s = &mut d.state;
     // Forget marks and reports of nodes no longer observed. They are the few
     // nodes in flight (and the new ones reported) of a pool of maybe
-    // thousands: count first, and only when one is missing build the set.
+    // thousands: count first, and only when one may be missing build the set.
     // (Counting is exact because a pool's node ids are unique: a plug-in's
     // answer that repeats one is refused.) The same pass keeps the marked
     // nodes, in the order observed, for what follows. Reports are of nodes on

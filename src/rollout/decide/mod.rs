@@ -200,8 +200,9 @@ impl Ready {
 }
 
 /// The marks, hashed, for a pass over every node of a pool: a `BTreeMap`
-/// compares an id with up to a node's worth of keys (a surge of 50 marks 50
-/// nodes), a hashed set with about one; and with no marks nothing is hashed.
+/// lookup compares the id with up to eleven keys at each level of the tree
+/// (a surge of 50 marks 50 nodes), a hashed one with about one; and with no
+/// marks nothing is hashed.
 pub(crate) struct Marked<'a>(Option<rustc_hash::FxHashMap<&'a str, &'a Mark>>);
 
 impl<'a> Marked<'a> {
@@ -490,7 +491,13 @@ mod tests {
                 proptest::num::i64::ANY,
             ],
             on_target in proptest::bool::ANY,
-            state in proptest::sample::select(vec![NodeState::Healthy, NodeState::Pending, NodeState::Unhealthy]),
+            state in proptest::sample::select(vec![
+                NodeState::Healthy,
+                NodeState::Pending,
+                NodeState::Unhealthy,
+                NodeState::Terminating,
+            ]),
+            reported in proptest::bool::ANY,
             cordoned in proptest::bool::ANY,
         ) {
             // Instants anywhere in jiff's range, the ends included.
@@ -508,11 +515,12 @@ mod tests {
             let mut n = healthy("n1", &if on_target { new() } else { old() });
             n.state = state;
             n.cordoned = cordoned;
-            n.healthy_since = Some(since);
+            n.healthy_since = reported.then_some(since);
             let target = new().hash();
             let rule = n.state == NodeState::Healthy
                 && !n.cordoned
-                && (n.template != target || after(since, min_ready) <= now);
+                && (n.template != target
+                    || n.healthy_since.is_some_and(|h| after(h, min_ready) <= now));
             proptest::prop_assert_eq!(Ready::at(target, min_ready, now).is(&n), rule);
         }
     }
