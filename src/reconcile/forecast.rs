@@ -247,7 +247,6 @@ pub async fn run_once(
         let now = clock.now();
         let t = now.duration_since(start).as_secs_f64();
         let s = &exec.state;
-        let min_ready = SignedDuration::try_from(s.settings.min_ready.as_std()).unwrap_or_default();
         // What the executor counts (live nodes, and those available by its
         // rule) and when a node's minReady ends, in one pass without a copy.
         let (mut total, mut available) = (0u32, 0u32);
@@ -264,12 +263,7 @@ pub async fn run_once(
                 !marked.contains(n.id)
                     && ready.is_as(n.state, n.cordoned, n.template, n.healthy_since),
             );
-            // Only a node that has not served minReady yet has it end later.
-            if let Some(h) = n.healthy_since
-                && !ready.served(h)
-                && let Ok(end) = h.checked_add(min_ready)
-                && end > now
-            {
+            if let Some(end) = n.healthy_since.and_then(|h| ready.ends(h)) {
                 ready_at = Some(ready_at.map_or(end, |r| r.min(end)));
             }
         });

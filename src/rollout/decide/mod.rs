@@ -139,25 +139,18 @@ pub fn is_available(
     min_ready: Duration,
     now: Timestamp,
 ) -> bool {
-    !marks.contains_key(&*n.id) && is_ready(n, target, min_ready, now)
+    !marks.contains_key(&*n.id) && Ready::at(target, min_ready, now).is(n)
 }
 
-/// [`is_available`] for a node known to carry no mark.
-pub(crate) fn is_ready(
-    n: &Node,
-    target: TemplateHash,
-    min_ready: Duration,
-    now: Timestamp,
-) -> bool {
-    Ready::at(target, min_ready, now).is(n)
-}
-
-/// [`is_ready`] with its instant worked out once, for a pass over every node
-/// of a pool: a new node is ready when it became healthy at or before
+/// Whether a node carrying no mark is available (see [`is_available`]),
+/// with the rule's instant worked out once, for a pass over every node of a
+/// pool: a new node is ready when it became healthy at or before
 /// `now - minReady`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ready {
     target: TemplateHash,
+    now: Timestamp,
+    min_ready: SignedDuration,
     /// The latest `healthy_since` that has served `minReady` by now; `None`
     /// when none can have (`minReady` reaches back before the first instant).
     cutoff: Option<Timestamp>,
@@ -173,7 +166,12 @@ impl Ready {
         } else {
             now.checked_sub(d).ok()
         };
-        Ready { target, cutoff }
+        Ready {
+            target,
+            now,
+            min_ready: d,
+            cutoff,
+        }
     }
 
     pub(crate) fn is(&self, n: &Node) -> bool {
@@ -196,6 +194,18 @@ impl Ready {
     /// Whether a node healthy since `healthy` has served `minReady` by now.
     pub(crate) fn served(&self, healthy: Timestamp) -> bool {
         self.cutoff.is_some_and(|c| healthy <= c)
+    }
+
+    /// When a node healthy since `healthy` finishes `minReady`, if that is
+    /// still to come.
+    pub(crate) fn ends(&self, healthy: Timestamp) -> Option<Timestamp> {
+        if self.served(healthy) {
+            return None;
+        }
+        healthy
+            .checked_add(self.min_ready)
+            .ok()
+            .filter(|end| *end > self.now)
     }
 }
 
