@@ -294,6 +294,7 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
             namespace: "default".into(),
             name: "fence".into(),
             identity: id.into(),
+            guard: Default::default(),
             duration: Duration::from_secs(60),
             renew_deadline: Duration::from_secs(40),
             retry_period: Duration::from_secs(1),
@@ -357,4 +358,148 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
         b.release().await;
         assert!(matches!(a.round().await, Role::Leader { epoch: 2, .. }));
     });
+}
+
+/// Two processes given one identity would both "renew" the lease and both
+/// act. Against the real API server: the first to see a renewal under its
+/// identity that it did not write stops leading at once (its term revoked,
+/// not left to lapse), and none of its electors takes a lease again; the
+/// other keeps leading.
+#[test]
+fn a_second_process_with_the_same_identity_is_detected_and_one_stops_acting() {
+    use poolwright::clock::SystemClock;
+    use poolwright::cluster::lease::{Elector, IdentityGuard, LeaseSettings, Role};
+
+    let cp = ControlPlane::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = cp.client().await;
+        let settings = |name: &str, guard: &IdentityGuard| LeaseSettings {
+            namespace: "default".into(),
+            name: name.into(),
+            identity: "twin".into(),
+            guard: guard.clone(),
+            duration: Duration::from_secs(60),
+            renew_deadline: Duration::from_secs(40),
+            retry_period: Duration::from_secs(1),
+        };
+        let clock = || Arc::new(SystemClock);
+        let (guard_a, guard_b) = (IdentityGuard::default(), IdentityGuard::default());
+        let mut a = Elector::new(client.clone(), settings("twins", &guard_a), clock());
+        let mut b = Elector::new(client.clone(), settings("twins", &guard_b), clock());
+        assert!(matches!(a.round().await, Role::Leader { epoch: 0, .. }));
+        assert!(
+            matches!(a.round().await, Role::Leader { epoch: 0, .. }),
+            "a renews its own"
+        );
+        // b starts with a's identity: the lease says it is b's, so b renews it.
+        assert!(matches!(b.round().await, Role::Leader { epoch: 0, .. }));
+        // a sees a renewal it did not write under its identity.
+        assert!(a.fence.current().is_some(), "a's term had not lapsed yet");
+        let role = a.round().await.clone();
+        let Role::Candidate { error: Some(why) } = &role else {
+            panic!("a did not stop: {role:?}");
+        };
+        assert!(
+            why.contains("same identity") && why.contains("--ha-identity"),
+            "{why}"
+        );
+        assert!(a.fence.current().is_none(), "a's term is revoked at once");
+        assert_eq!(guard_a.conflict(), Some(why.as_str()));
+        // It stays stopped, and so does every other elector of that daemon.
+        assert!(matches!(
+            a.round().await,
+            Role::Candidate { error: Some(_) }
+        ));
+        let mut a_other = Elector::new(client.clone(), settings("other", &guard_a), clock());
+        assert!(matches!(
+            a_other.round().await,
+            Role::Candidate { error: Some(_) }
+        ));
+        assert!(a_other.fence.current().is_none());
+        // b goes on leading, unbothered (it wrote every renewal it sees).
+        for _ in 0..3 {
+            assert!(
+                matches!(b.round().await, Role::Leader { epoch: 0, .. }),
+                "{:?}",
+                b.role()
+            );
+        }
+        assert!(guard_b.conflict().is_none());
+        // The lease was never taken by a again.
+        let lease = Api::<Lease>::namespaced(client.clone(), "default")
+            .get("twins")
+            .await
+            .unwrap();
+        assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("twin"));
+    });
+}
+
+/// The same as a user meets it: a second daemon started with the first's
+/// `--ha-identity` (a unit file copied to another host). One of the two
+/// stops acting and says why in its status; the other leads.
+#[test]
+fn a_daemon_started_with_another_daemons_identity_is_refused_with_the_reason_in_status() {
+    let cp = ControlPlane::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    write(
+        root,
+        "config/provider.yaml",
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n",
+    );
+    write(
+        root,
+        "config/web.yaml",
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  providerRef: sim\n  size: 1\n  template: {image: img-1}\n",
+    );
+    let sim = root.join("sim");
+    let env = [("POOLWRIGHT_SIM_DIR", sim.to_str().unwrap())];
+    let args = ha_args(&cp, "bastion");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = Daemon::start_in(root, "state-first", &args, &env);
+    first.wait_for("the first daemon to lead", Duration::from_secs(30), |s| {
+        s["daemon"]["ha"]["leader"] == true
+    });
+    let second = Daemon::start_in(root, "state-second", &args, &env);
+    let refused = |s: &Value| {
+        s["daemon"]["ha"]["leader"] == false
+            && s["daemon"]["ha"]["role"]
+                .as_str()
+                .is_some_and(|r| r.contains("same identity"))
+    };
+    let started = Instant::now();
+    let (stopped, leading) = loop {
+        if refused(&first.status()) {
+            break (&first, &second);
+        }
+        if refused(&second.status()) {
+            break (&second, &first);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "neither daemon noticed the other: {:#}\n{:#}\nlogs:\n{}\n{}",
+            first.status(),
+            second.status(),
+            first.log_tail(),
+            second.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let role = stopped.status()["daemon"]["ha"]["role"].to_string();
+    assert!(role.contains("--ha-identity"), "{role}");
+    // Several lease rounds later: still exactly one leader, the same one.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(refused(&stopped.status()), "{:#}", stopped.status());
+    leading.wait_for("the other daemon to lead", Duration::from_secs(15), |s| {
+        s["daemon"]["ha"]["leader"] == true
+    });
+    assert!(
+        stopped.log_tail().contains("same identity"),
+        "{}",
+        stopped.log_tail()
+    );
 }

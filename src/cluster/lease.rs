@@ -12,6 +12,13 @@
 //! renewal). Every change of holder increments `leaseTransitions`: the epoch
 //! that the journal's ConfigMaps carry, so a deposed leader's late write is
 //! refused even if it slips past its own deadline.
+//!
+//! An identity must be unique: two processes with one identity would both
+//! "renew" the lease and both act. Each elector remembers the renewal it
+//! last wrote; a lease held under its identity with another renewal was
+//! written by another process with the same identity. The daemon then stops
+//! acting at once and takes no lease again until it is restarted
+//! ([`IdentityGuard`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,6 +63,10 @@ pub fn sight(last: Option<Sighting>, current: &Record, now: Timestamp) -> Sighti
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// The lease is held under our identity, but renewed at `renewed`, which
+    /// is not the renewal this process last wrote: another process runs with
+    /// the same identity.
+    Duplicate { renewed: Option<Timestamp> },
     /// No lease exists: create it, held by us, epoch 0.
     Create,
     /// We hold it: renew.
@@ -69,13 +80,25 @@ pub enum Step {
     },
 }
 
-/// The election rule. `seen` must be [`sight`] of `current` (when it exists).
-pub fn step(me: &str, current: Option<&Sighting>, now: Timestamp) -> Step {
+/// The election rule. `seen` must be [`sight`] of `current` (when it exists);
+/// `wrote` is the renewal this process last wrote to the lease while holding
+/// it, `None` when it has written none it knows of (just started, or its last
+/// write's answer was lost: the lease may then hold a renewal it never saw
+/// answered, which is taken as its own).
+pub fn step(
+    me: &str,
+    current: Option<&Sighting>,
+    wrote: Option<Timestamp>,
+    now: Timestamp,
+) -> Step {
     let Some(seen) = current else {
         return Step::Create;
     };
     let r = &seen.record;
     match r.holder.as_deref() {
+        Some(h) if h == me && wrote.is_some() && r.renew_time != wrote => Step::Duplicate {
+            renewed: r.renew_time,
+        },
         Some(h) if h == me => Step::Renew {
             epoch: r.transitions,
         },
@@ -139,11 +162,33 @@ impl Fence {
     }
 }
 
+/// Shared by every elector of one daemon: set once another process is seen
+/// renewing a lease under this daemon's identity. From then on none of them
+/// leads (whichever lease showed it, the other process may hold any of them),
+/// until the daemon is restarted, by then with an identity of its own.
+#[derive(Clone, Debug, Default)]
+pub struct IdentityGuard(Arc<std::sync::OnceLock<String>>);
+
+impl IdentityGuard {
+    /// Why this daemon takes no lease, once a duplicate was seen.
+    pub fn conflict(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    fn trip(&self, why: String) {
+        if self.0.set(why.clone()).is_ok() {
+            tracing::error!("{why}");
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct LeaseSettings {
     pub namespace: String,
     pub name: String,
     pub identity: String,
+    /// Shared with the daemon's other electors (see [`IdentityGuard`]).
+    pub guard: IdentityGuard,
     pub duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
@@ -208,6 +253,8 @@ pub struct Elector {
     clock: Arc<dyn Clock>,
     pub fence: Arc<Fence>,
     seen: Option<Sighting>,
+    /// The renewal this process last wrote (see [`step`]).
+    wrote: Option<Timestamp>,
     role: Role,
     /// How long the lease went unrenewed before this daemon last took it
     /// over (from the previous holder's last renewal), once, for metrics.
@@ -242,6 +289,7 @@ impl Elector {
             clock,
             fence,
             seen: None,
+            wrote: None,
             role: Role::Candidate { error: None },
             handover: None,
         }
@@ -312,6 +360,14 @@ impl Elector {
     }
 
     async fn try_round(&mut self, began: Instant, want: bool) -> Result<Role, String> {
+        if let Some(why) = self.settings.guard.conflict() {
+            // Not an error that a leader rides out until its deadline: another
+            // process may be acting under this identity right now.
+            self.fence.revoke();
+            return Ok(Role::Candidate {
+                error: Some(why.to_string()),
+            });
+        }
         let now = self.clock.now();
         let lease = self
             .api
@@ -326,8 +382,20 @@ impl Elector {
             .filter(|s| s.record.holder.as_deref() != Some(self.settings.identity.as_str()))
             .and_then(|s| s.record.renew_time);
         self.seen = seen.clone();
-        let decided = step(&self.settings.identity, seen.as_ref(), now);
+        let decided = step(&self.settings.identity, seen.as_ref(), self.wrote, now);
         let (epoch, spec) = match decided {
+            Step::Duplicate { renewed } => {
+                self.fence.revoke();
+                let why = format!(
+                    "{} is held as {:?} and was renewed at {} by another process, not this one (whose last renewal was {}): two daemons run with the same identity; this one stopped acting and takes no lease until it is restarted with a unique --ha-identity",
+                    self.lease_ref(),
+                    self.settings.identity,
+                    renewed.map_or("an unknown time".to_string(), |t| t.to_string()),
+                    self.wrote.map_or("unknown".to_string(), |t| t.to_string()),
+                );
+                self.settings.guard.trip(why.clone());
+                return Ok(Role::Candidate { error: Some(why) });
+            }
             Step::Follow { holder, expires_at } => {
                 self.fence.revoke();
                 return Ok(Role::Standby { holder, expires_at });
@@ -371,7 +439,9 @@ impl Elector {
         };
         match written {
             Ok(l) => {
-                self.seen = Some(sight(None, &record_of(&l), now));
+                let record = record_of(&l);
+                self.wrote = record.renew_time;
+                self.seen = Some(sight(None, &record, now));
                 self.fence.grant(Term {
                     identity: self.settings.identity.clone(),
                     epoch,
@@ -397,7 +467,12 @@ impl Elector {
                 self.fence.revoke();
                 Err(format!("lost the race for the lease: {}", s.message))
             }
-            Err(e) => Err(format!("write: {e}")),
+            Err(e) => {
+                // The write may have landed without its answer reaching us:
+                // what the lease holds next is not known to be another's.
+                self.wrote = None;
+                Err(format!("write: {e}"))
+            }
         }
     }
 
@@ -450,10 +525,10 @@ mod tests {
 
     #[test]
     fn no_lease_is_created_a_held_one_followed_then_taken_after_its_duration() {
-        assert_eq!(step("b", None, at(0)), Step::Create);
+        assert_eq!(step("b", None, None, at(0)), Step::Create);
         let seen = sight(None, &held("a", 3, 0), at(1));
         assert_eq!(
-            step("b", Some(&seen), at(10)),
+            step("b", Some(&seen), None, at(10)),
             Step::Follow {
                 holder: "a".into(),
                 expires_at: at(16)
@@ -462,11 +537,14 @@ mod tests {
         // The same record, still unrenewed 15 s after we first saw it.
         let seen = sight(Some(seen), &held("a", 3, 0), at(16));
         assert_eq!(seen.at, at(1));
-        assert_eq!(step("b", Some(&seen), at(16)), Step::Acquire { epoch: 4 });
+        assert_eq!(
+            step("b", Some(&seen), None, at(16)),
+            Step::Acquire { epoch: 4 }
+        );
         // A renewal restarts the wait.
         let renewed = sight(Some(seen), &held("a", 3, 14), at(16));
         assert!(matches!(
-            step("b", Some(&renewed), at(20)),
+            step("b", Some(&renewed), None, at(20)),
             Step::Follow { .. }
         ));
     }
@@ -474,13 +552,46 @@ mod tests {
     #[test]
     fn the_holder_renews_and_a_released_lease_is_taken_at_once() {
         let seen = sight(None, &held("a", 2, 0), at(0));
-        assert_eq!(step("a", Some(&seen), at(100)), Step::Renew { epoch: 2 });
+        assert_eq!(
+            step("a", Some(&seen), None, at(100)),
+            Step::Renew { epoch: 2 }
+        );
         let released = Record {
             holder: None,
             ..held("a", 2, 0)
         };
         let seen = sight(None, &released, at(0));
-        assert_eq!(step("b", Some(&seen), at(0)), Step::Acquire { epoch: 3 });
+        assert_eq!(
+            step("b", Some(&seen), None, at(0)),
+            Step::Acquire { epoch: 3 }
+        );
+    }
+
+    #[test]
+    fn a_lease_renewed_under_our_identity_by_another_process_is_a_duplicate() {
+        let seen = sight(None, &held("a", 2, 5), at(5));
+        // The renewal this process wrote: its own lease, renewed.
+        assert_eq!(
+            step("a", Some(&seen), Some(at(5)), at(6)),
+            Step::Renew { epoch: 2 }
+        );
+        // Another renewal under its identity: another process wrote it.
+        assert_eq!(
+            step("a", Some(&seen), Some(at(4)), at(6)),
+            Step::Duplicate {
+                renewed: Some(at(5))
+            }
+        );
+        // Just started, or its last write's answer was lost: taken as its own.
+        assert_eq!(
+            step("a", Some(&seen), None, at(6)),
+            Step::Renew { epoch: 2 }
+        );
+        // Another identity's lease is followed, whatever this process wrote.
+        assert!(matches!(
+            step("b", Some(&seen), Some(at(4)), at(6)),
+            Step::Follow { .. }
+        ));
     }
 
     #[test]
@@ -523,7 +634,7 @@ mod tests {
                 if s.at == at(t) {
                     last_change = t;
                 }
-                match step("b", Some(&s), at(t)) {
+                match step("b", Some(&s), None, at(t)) {
                     Step::Acquire { epoch } => {
                         prop_assert!(t - last_change >= 15);
                         prop_assert!(epoch > record.transitions);

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use super::board::{Board, HaStatus, ShardHolder, ShardsStatus};
 use super::metrics::{Metrics, ShardMoveLabels};
 use crate::clock::Clock;
-use crate::cluster::lease::{Elector, LeaseSettings, Role};
+use crate::cluster::lease::{Elector, IdentityGuard, LeaseSettings, Role};
 use crate::cluster::members::Membership;
 use crate::cluster::shards::{self, Moves, Shards, View};
 use crate::cluster::store::ClusterStore;
@@ -149,10 +149,12 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
         .unwrap_or_else(|| config.default_namespace.clone());
     let client = kube::Client::try_from(config).context("--ha: kubernetes client")?;
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
+    let guard = IdentityGuard::default();
     let settings = |name: String| LeaseSettings {
         namespace: namespace.clone(),
         name,
         identity: identity.clone(),
+        guard: guard.clone(),
         duration: opts.lease_duration,
         renew_deadline: opts.renew_deadline,
         retry_period: opts.retry_period,
@@ -463,6 +465,9 @@ async fn run_shards(
                 "daemon {holder} holds the single leader lease {} (it runs --ha without --shards and acts on every pool): taking no shard until it stops",
                 s.single.settings.name
             ));
+        }
+        if let Some(why) = s.single.settings.guard.conflict() {
+            error = Some(why.to_string());
         }
         let take = s.decide(&members, error.is_some()).take;
         if !take.is_empty() {
