@@ -21,6 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube_support::ControlPlane;
+use poolwright::cluster::lease::{IdentityGuard, LeaseSettings};
 use serde_json::Value;
 
 const LEASE_SECS: u64 = 6;
@@ -207,11 +208,7 @@ fn only_the_lease_holder_acts_and_a_killed_leader_hands_over_without_repeating_a
 
     // The cluster: b holds the lease at epoch 1; the finished rollout's
     // journal is gone; the inventory b acted on is there.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let client = cp.client().await;
         let lease = Api::<Lease>::namespaced(client.clone(), "default")
             .get("poolwright")
@@ -267,13 +264,34 @@ fn only_the_lease_holder_acts_and_a_killed_leader_hands_over_without_repeating_a
     );
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A lease in `default` whose holder keeps its term long enough for the
+/// in-process tests to move the lease by hand.
+fn lease_settings(name: &str, identity: &str, guard: &IdentityGuard) -> LeaseSettings {
+    LeaseSettings {
+        namespace: "default".into(),
+        name: name.into(),
+        identity: identity.into(),
+        guard: guard.clone(),
+        duration: Duration::from_secs(60),
+        renew_deadline: Duration::from_secs(40),
+        retry_period: Duration::from_secs(1),
+    }
+}
+
 /// The fence, in process against the real API server: a standby cannot write
 /// the journal, and a leader deposed behind its back (its local term not yet
 /// lapsed) cannot overwrite what its successor wrote.
 #[test]
 fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
     use poolwright::clock::SystemClock;
-    use poolwright::cluster::lease::{Elector, LeaseSettings, Role};
+    use poolwright::cluster::lease::{Elector, Role};
     use poolwright::cluster::shards::Shards;
     use poolwright::cluster::store::{ClusterStore, Of};
 
@@ -284,21 +302,9 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
     }
 
     let cp = ControlPlane::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let client = cp.client().await;
-        let settings = |id: &str| LeaseSettings {
-            namespace: "default".into(),
-            name: "fence".into(),
-            identity: id.into(),
-            guard: Default::default(),
-            duration: Duration::from_secs(60),
-            renew_deadline: Duration::from_secs(40),
-            retry_period: Duration::from_secs(1),
-        };
+        let settings = |id: &str| lease_settings("fence", id, &Default::default());
         let mut a = Elector::new(client.clone(), settings("a"), Arc::new(SystemClock));
         let mut b = Elector::new(client.clone(), settings("b"), Arc::new(SystemClock));
         let single = |e: &Elector| Arc::new(Shards::single(e.fence.clone()));
@@ -368,24 +374,12 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
 #[test]
 fn a_second_process_with_the_same_identity_is_detected_and_one_stops_acting() {
     use poolwright::clock::SystemClock;
-    use poolwright::cluster::lease::{Elector, IdentityGuard, LeaseSettings, Role};
+    use poolwright::cluster::lease::{Elector, Role};
 
     let cp = ControlPlane::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let client = cp.client().await;
-        let settings = |name: &str, guard: &IdentityGuard| LeaseSettings {
-            namespace: "default".into(),
-            name: name.into(),
-            identity: "twin".into(),
-            guard: guard.clone(),
-            duration: Duration::from_secs(60),
-            renew_deadline: Duration::from_secs(40),
-            retry_period: Duration::from_secs(1),
-        };
+        let settings = |name: &str, guard: &IdentityGuard| lease_settings(name, "twin", guard);
         let clock = || Arc::new(SystemClock);
         let (guard_a, guard_b) = (IdentityGuard::default(), IdentityGuard::default());
         let mut a = Elector::new(client.clone(), settings("twins", &guard_a), clock());
