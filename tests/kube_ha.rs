@@ -429,6 +429,33 @@ fn a_second_process_with_the_same_identity_is_detected_and_one_stops_acting() {
             .await
             .unwrap();
         assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("twin"));
+        // Nor can a stopped daemon give its twin's lease back.
+        a.release().await;
+        let lease = Api::<Lease>::namespaced(client.clone(), "default")
+            .get("twins")
+            .await
+            .unwrap();
+        assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("twin"));
+
+        // A release on a clean stop, when a twin renewed since this process
+        // last did (no round has caught it yet), gives nothing back either.
+        let (guard_c, guard_d) = (IdentityGuard::default(), IdentityGuard::default());
+        let mut c = Elector::new(client.clone(), settings("twins-2", &guard_c), clock());
+        let mut d = Elector::new(client.clone(), settings("twins-2", &guard_d), clock());
+        assert!(matches!(c.round().await, Role::Leader { epoch: 0, .. }));
+        assert!(matches!(d.round().await, Role::Leader { epoch: 0, .. }));
+        c.release().await;
+        assert!(guard_c.conflict().is_some(), "c saw the twin's renewal");
+        assert!(matches!(d.round().await, Role::Leader { epoch: 0, .. }));
+
+        // One process giving its lease back and taking it again is no twin.
+        let solo_guard = IdentityGuard::default();
+        let mut solo = Elector::new(client.clone(), settings("solo", &solo_guard), clock());
+        assert!(matches!(solo.round().await, Role::Leader { epoch: 0, .. }));
+        solo.release().await;
+        assert!(matches!(solo.round().await, Role::Leader { epoch: 1, .. }));
+        assert!(matches!(solo.round().await, Role::Leader { epoch: 1, .. }));
+        assert!(solo_guard.conflict().is_none());
     });
 }
 

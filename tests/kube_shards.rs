@@ -49,6 +49,11 @@ fn write_fleet(config: &Path, image: u32) {
 }
 
 fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
+    start_as(root, cp, identity, &format!("state-{identity}"))
+}
+
+/// A daemon with the state directory `root/STATE`, whatever its identity.
+fn start_as(root: &Path, cp: &ControlPlane, identity: &str, state: &str) -> Daemon {
     let args = [
         "--ha",
         "kubernetes",
@@ -72,7 +77,7 @@ fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
     let sim = root.join("sim");
     Daemon::start_in(
         root,
-        &format!("state-{identity}"),
+        state,
         &args,
         &[("POOLWRIGHT_SIM_DIR", sim.to_str().unwrap())],
     )
@@ -417,4 +422,92 @@ fn sharded_daemons_each_act_on_their_own_pools_through_a_kill_and_a_join() {
     assert!(d.terminate().success());
     wait_balanced(&[&a, &c], Duration::from_secs(LEASE_SECS));
     eprintln!("shards of d moved {:?} after SIGTERM", stopped.elapsed());
+}
+
+/// Two sharded daemons started with one `--ha-identity`: both would renew
+/// the same shard leases and act on the same pools. The first to see a
+/// renewal it did not write stops holding every shard at once, gives none
+/// back (they are its twin's), says why, and stays stopped; the other holds
+/// every shard.
+#[test]
+fn a_sharded_twin_stops_holding_every_shard_and_gives_none_back() {
+    let cp = ControlPlane::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("sim")).unwrap();
+    let config = root.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("fleet.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 20\n---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  providerRef: sim\n  size: 1\n  template: {image: img-1}\n",
+    )
+    .unwrap();
+    let all: Vec<u64> = (0..u64::from(SHARDS)).collect();
+    let first = start_as(root, &cp, "twin", "state-first");
+    first.wait_for(
+        "the first to hold every shard",
+        Duration::from_secs(60),
+        |s| held(s) == all,
+    );
+    let second = start_as(root, &cp, "twin", "state-second");
+    let stopped = |s: &Value| {
+        held(s).is_empty()
+            && s["daemon"]["ha"]["leader"] == false
+            && s["daemon"]["ha"]["shards"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("same identity") && e.contains("--ha-identity"))
+    };
+    let started = Instant::now();
+    let first_stopped = loop {
+        if stopped(&first.status()) {
+            break true;
+        }
+        if stopped(&second.status()) {
+            break false;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "neither twin noticed the other: {:#}\n{:#}",
+            first.status()["daemon"],
+            second.status()["daemon"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (out, on) = if first_stopped {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    on.wait_for(
+        "the other twin to hold every shard",
+        Duration::from_secs(20),
+        |s| held(s) == all,
+    );
+    // Rounds later: the stopped one holds nothing and has given nothing back
+    // (a give-back would show as a shard free or changing hands).
+    std::thread::sleep(Duration::from_secs(3 * RETRY_SECS));
+    assert!(stopped(&out.status()), "{:#}", out.status()["daemon"]);
+    let s = on.status();
+    assert_eq!(held(&s), all, "{:#}", s["daemon"]);
+    assert!(
+        !out.log_matching("released", 50).contains("released"),
+        "{}",
+        out.log_matching("released", 50)
+    );
+
+    // A daemon of its own identity joins and takes its share; then the
+    // running twin is killed. The stopped one no longer renews the member
+    // lease the twins shared, so it expires and the newcomer takes every
+    // shard: none is left to a daemon that will never act.
+    let c = start(root, &cp, "c");
+    c.wait_for("c to take its share", Duration::from_secs(60), |s| {
+        held(s).len() == SHARDS as usize / 2
+    });
+    on.kill();
+    c.wait_for(
+        "c to take every shard once the twin is gone",
+        Duration::from_secs(60),
+        |s| held(s) == all,
+    );
+    assert!(stopped(&out.status()), "{:#}", out.status()["daemon"]);
 }

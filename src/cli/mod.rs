@@ -515,7 +515,7 @@ pub struct HaArgs {
     /// Name of the Lease; the ConfigMaps are named after it
     #[arg(long, requires = "ha", value_name = "NAME", default_value = "poolwright", value_parser = parse_lease_name)]
     ha_lease: String,
-    /// This daemon's identity in the lease (default: HOSTNAME-PID); unique
+    /// This daemon's identity in the lease (default: HOSTNAME-PID-RANDOM); unique
     /// per daemon, 1 to 128 printable characters
     #[arg(long, value_name = "ID", requires = "ha", value_parser = parse_identity)]
     ha_identity: Option<String>,

@@ -80,6 +80,13 @@ pub enum Step {
     },
 }
 
+/// Whether a lease held under this process's identity, renewed at
+/// `renewed`, was renewed by another process, given the renewal this process
+/// last wrote (see [`step`]).
+pub fn renewed_by_another(wrote: Option<Timestamp>, renewed: Option<Timestamp>) -> bool {
+    wrote.is_some() && renewed != wrote
+}
+
 /// The election rule. `seen` must be [`sight`] of `current` (when it exists);
 /// `wrote` is the renewal this process last wrote to the lease while holding
 /// it, `None` when it has written none it knows of (just started, or its last
@@ -96,7 +103,7 @@ pub fn step(
     };
     let r = &seen.record;
     match r.holder.as_deref() {
-        Some(h) if h == me && wrote.is_some() && r.renew_time != wrote => Step::Duplicate {
+        Some(h) if h == me && renewed_by_another(wrote, r.renew_time) => Step::Duplicate {
             renewed: r.renew_time,
         },
         Some(h) if h == me => Step::Renew {
@@ -359,14 +366,37 @@ impl Elector {
         &self.role
     }
 
+    /// Once the daemon's [`IdentityGuard`] has tripped: the term ends now
+    /// (not at its deadline, as after a failed renewal: another process may
+    /// be acting under this identity) and the role says why. Returns whether
+    /// it had tripped.
+    pub fn stand_down(&mut self) -> bool {
+        let Some(why) = self.settings.guard.conflict() else {
+            return false;
+        };
+        self.fence.revoke();
+        self.role = Role::Candidate {
+            error: Some(why.to_string()),
+        };
+        true
+    }
+
+    /// The lease, held under this daemon's identity, was renewed at
+    /// `renewed` by another process: trip the guard and stand down.
+    fn duplicate(&mut self, renewed: Option<Timestamp>) {
+        self.settings.guard.trip(format!(
+            "{} is held as {:?} and was renewed at {} by another process, not this one (whose last renewal was {}): two daemons run with the same identity; this one stopped acting and takes no lease until it is restarted with a unique --ha-identity",
+            self.lease_ref(),
+            self.settings.identity,
+            renewed.map_or("an unknown time".to_string(), |t| t.to_string()),
+            self.wrote.map_or("unknown".to_string(), |t| t.to_string()),
+        ));
+        self.stand_down();
+    }
+
     async fn try_round(&mut self, began: Instant, want: bool) -> Result<Role, String> {
-        if let Some(why) = self.settings.guard.conflict() {
-            // Not an error that a leader rides out until its deadline: another
-            // process may be acting under this identity right now.
-            self.fence.revoke();
-            return Ok(Role::Candidate {
-                error: Some(why.to_string()),
-            });
+        if self.stand_down() {
+            return Ok(self.role.clone());
         }
         let now = self.clock.now();
         let lease = self
@@ -385,16 +415,8 @@ impl Elector {
         let decided = step(&self.settings.identity, seen.as_ref(), self.wrote, now);
         let (epoch, spec) = match decided {
             Step::Duplicate { renewed } => {
-                self.fence.revoke();
-                let why = format!(
-                    "{} is held as {:?} and was renewed at {} by another process, not this one (whose last renewal was {}): two daemons run with the same identity; this one stopped acting and takes no lease until it is restarted with a unique --ha-identity",
-                    self.lease_ref(),
-                    self.settings.identity,
-                    renewed.map_or("an unknown time".to_string(), |t| t.to_string()),
-                    self.wrote.map_or("unknown".to_string(), |t| t.to_string()),
-                );
-                self.settings.guard.trip(why.clone());
-                return Ok(Role::Candidate { error: Some(why) });
+                self.duplicate(renewed);
+                return Ok(self.role.clone());
             }
             Step::Follow { holder, expires_at } => {
                 self.fence.revoke();
@@ -463,9 +485,18 @@ impl Elector {
                 Ok(Role::Leader { epoch, since })
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                // Someone else wrote first: we do not hold it (whatever we thought).
+                // Someone else wrote first: we do not hold it (whatever we
+                // thought). Should that be our own write resent (a proxy
+                // between us and the API server may resend), the renewal
+                // the lease now holds is ours: it is not held against us
+                // (a twin is still caught, by the other process).
+                self.wrote = None;
                 self.fence.revoke();
                 Err(format!("lost the race for the lease: {}", s.message))
+            }
+            Err(kube::Error::Api(s)) if s.code < 500 => {
+                // Refused outright: nothing was written.
+                Err(format!("write: {} ({})", s.message, s.code))
             }
             Err(e) => {
                 // The write may have landed without its answer reaching us:
@@ -479,6 +510,10 @@ impl Elector {
     /// Give the lease up (on shutdown, once nothing is in flight) so a standby
     /// takes over at once instead of waiting out the lease.
     pub async fn release(&mut self) {
+        // A twin's lease (see [`IdentityGuard`]) is not ours to give back.
+        if self.stand_down() {
+            return;
+        }
         let Some(term) = self.fence.current() else {
             return;
         };
@@ -488,6 +523,12 @@ impl Elector {
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         if spec.holder_identity.as_deref() != Some(term.identity.as_str()) {
+            return;
+        }
+        let renewed = spec.renew_time.as_ref().map(|t| t.0);
+        if renewed_by_another(self.wrote, renewed) {
+            // Renewed since by a twin, not yet caught by a round.
+            self.duplicate(renewed);
             return;
         }
         spec.holder_identity = None;

@@ -38,7 +38,7 @@ pub struct HaOptions {
     /// Default: the kubeconfig context's namespace, or the pod's.
     pub namespace: Option<String>,
     pub lease: String,
-    /// Default: `HOSTNAME-PID`, unique per process.
+    /// Default: `HOSTNAME-PID-RANDOM`, unique per process.
     pub identity: Option<String>,
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
@@ -78,6 +78,9 @@ impl HaOptions {
     }
 }
 
+/// `HOSTNAME-PID-RANDOM`: the host and process for people to read, and a
+/// random part because neither is unique on its own (pods on the host
+/// network share the node's hostname, and each may be PID 1 of its container).
 fn default_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -85,7 +88,21 @@ fn default_identity() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "poolwright".into());
-    format!("{host}-{}", std::process::id())
+    let random: String = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .unwrap_or_else(|_| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!(
+                "{:x}",
+                nanos ^ u128::from(std::process::id()).rotate_left(64)
+            )
+        })
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(6)
+        .collect();
+    format!("{host}-{}-{random}", std::process::id())
 }
 
 /// What `--ha kubernetes` runs on: the election and the shared store.
@@ -139,6 +156,13 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
             .context("--ha: no in-cluster service account, $KUBECONFIG or ~/.kube/config")?,
     };
     // A hung call must not outlive the renew deadline: the election decides on time.
+    // Nor does the client resend a call by itself: a resent lease renewal that
+    // had landed would come back as a conflict with this daemon's own write
+    // (and look like another process under its identity), and a server's
+    // Retry-After (up to 1000 s) would hold a round past the deadline. Every
+    // caller here (the election rounds, the fenced journal writes) tries
+    // again on its own beat.
+    config.default_retry = false;
     let bound = opts.renew_deadline / 2;
     config.connect_timeout = Some(bound);
     config.read_timeout = Some(bound);
@@ -292,7 +316,11 @@ impl Election {
             Election::Leader(e, _) => e.release().await,
             Election::Sharded(s) => {
                 futures_util::future::join_all(s.electors.iter_mut().map(|e| e.release())).await;
-                s.membership.leave().await;
+                // A daemon stopped as another's twin shares its member lease
+                // with that daemon, which is still running: it stays.
+                if s.single.settings.guard.conflict().is_none() {
+                    s.membership.leave().await;
+                }
             }
         }
     }
@@ -422,9 +450,15 @@ async fn run_shards(
             single,
             ..
         } = &mut s;
+        let guard = single.settings.guard.clone();
         let (listed, _, single_role) = futures_util::future::join3(
             async {
-                if let Err(e) = membership.renew().await {
+                // Stopped as another's twin, it no longer renews the member
+                // lease they share: when the other stops, it expires, and the
+                // shards of that identity go to the daemons left.
+                if guard.conflict().is_none()
+                    && let Err(e) = membership.renew().await
+                {
                     tracing::warn!("--shards: renewing this daemon's membership: {e}");
                 }
                 membership.live().await
@@ -466,7 +500,13 @@ async fn run_shards(
                 s.single.settings.name
             ));
         }
-        if let Some(why) = s.single.settings.guard.conflict() {
+        if let Some(why) = guard.conflict() {
+            // Tripped by one shard's lease in this round, while the others
+            // were renewed beside it: every term ends now, before any take
+            // or give-back (the leases it seemed to hold are the twin's).
+            for e in s.electors.iter_mut().chain([&mut s.single]) {
+                e.stand_down();
+            }
             error = Some(why.to_string());
         }
         let take = s.decide(&members, error.is_some()).take;
