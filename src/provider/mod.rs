@@ -104,6 +104,40 @@ impl std::error::Error for ProviderError {}
 
 pub type Result<T> = std::result::Result<T, ProviderError>;
 
+/// What changed in a pool since a provider last said (see [`ReportsChanges`]).
+#[derive(Clone, Debug)]
+pub struct PoolChanges {
+    /// What to pass back next time.
+    pub token: u64,
+    /// The size the provider holds.
+    pub size: u32,
+    /// `nodes` is the whole pool (the token given was not the last one
+    /// handed out, or none was): start over from it.
+    pub whole: bool,
+    /// The nodes changed or new since the token (every node when `whole`),
+    /// in the provider's order; a new one comes after those seen before.
+    pub nodes: Vec<crate::model::Node>,
+    /// The nodes gone since the token.
+    pub gone: Vec<std::sync::Arc<str>>,
+}
+
+/// A provider that can say what changed in a pool since it last said, so
+/// that a look at a pool of thousands of nodes copies only the few that
+/// changed. The simulator does when it runs in memory (as a forecast runs
+/// it); one reader at a time (a token is good once).
+pub trait ReportsChanges: Send + Sync {
+    /// `Ok(None)`: there is no such pool. A call to the provider, as a
+    /// describe is (it may fail as one does).
+    fn changes(&self, pool: &str, token: Option<u64>) -> Result<Option<PoolChanges>>;
+
+    /// The same, for a reader's own look between its calls (a forecast
+    /// counting after each step): not counted as a call where calls are
+    /// counted.
+    fn changes_unmetered(&self, pool: &str, token: Option<u64>) -> Result<Option<PoolChanges>> {
+        self.changes(pool, token)
+    }
+}
+
 /// The primitives every backend offers. Calls are idempotent where the provider
 /// allows it; the executor's journal makes the rest safe to resume.
 #[async_trait]

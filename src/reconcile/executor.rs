@@ -10,9 +10,12 @@ use super::events::{Counts, Event, EventSink};
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
-use crate::model::{EventKind, Node, NodeTemplate, ObservedPool, TemplateHash};
-use crate::provider::{Drainer, ErrorKind, Provider, ProviderError};
-use crate::rollout::decide::{Action, Inputs, Note, Outcome, absorb, begin, decide, is_available};
+use crate::model::{EventKind, NodeState, NodeTemplate, ObservedPool, TemplateHash};
+use crate::provider::{Drainer, ErrorKind, Provider, ProviderError, ReportsChanges};
+use crate::rollout::decide::{
+    Action, Inputs, Note, Outcome, Quiet, absorb, begin, decide, is_available,
+};
+use crate::rollout::index::PoolIndex;
 use crate::rollout::state::PendingCreate;
 use crate::rollout::{Mark, RolloutState, Settings, Status};
 use crate::store::Journal;
@@ -57,6 +60,13 @@ pub struct Executor<'a> {
     pub state: RolloutState,
     /// What the journal holds, so unchanged state is not rewritten every round.
     saved: Option<RolloutState>,
+    /// The pool as last observed, its quiet nodes sorted out.
+    index: PoolIndex,
+    /// Where to ask what changed, instead of describing the whole pool.
+    changes: Option<(Arc<dyn ReportsChanges>, Option<u64>)>,
+    /// Every look visits every node (no quiet set): the reference the
+    /// differential tests hold the index to.
+    every_node: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +140,9 @@ impl<'a> Executor<'a> {
             stop: None,
             state,
             saved: None,
+            index: PoolIndex::default(),
+            changes: None,
+            every_node: false,
         };
         // Journal first: a crash before the template call resumes this
         // rollout (and still knows the template to roll back to), where the
@@ -145,11 +158,12 @@ impl<'a> Executor<'a> {
                     source,
                 })?;
         }
+        r.index = PoolIndex::of(observed.nodes, observed.size);
         if !changed.is_empty() {
             r.emit(
                 EventKind::RolloutSettingsChanged,
                 None,
-                Some(&observed),
+                true,
                 format!(
                     "{}; steps in flight finish, the next ones follow the new settings",
                     changed.join(", ")
@@ -160,7 +174,7 @@ impl<'a> Executor<'a> {
         r.emit(
             EventKind::RolloutStarted,
             None,
-            Some(&observed),
+            true,
             format!(
                 "{}to template {}: {} ({} semantics), surge {}, unavailable {}, floor {}",
                 if resumed {
@@ -189,31 +203,114 @@ impl<'a> Executor<'a> {
         Ok(())
     }
 
-    fn counts(&self, pool: &ObservedPool) -> Counts {
-        let mut c = Counts::of(pool, self.state.target);
-        c.desired = self.state.settings.size;
-        let live = pool.live_nodes();
-        c.available = live
-            .filter(|n| {
-                is_available(
-                    n,
-                    self.state.target,
-                    &self.state.marks,
-                    self.state.settings.min_ready,
-                    self.clock.now(),
-                )
-            })
-            .count() as u32;
+    /// Ask `changes` what changed in the pool at each look, instead of
+    /// describing the whole pool (a provider that can say).
+    pub fn observe_changes_with(&mut self, changes: Arc<dyn ReportsChanges>) {
+        self.changes = Some((changes, None));
+    }
+
+    /// Visit every node at every look, as a step did before the index (a
+    /// reference for tests: slower on a large pool, the same decisions).
+    pub fn visit_every_node(&mut self) {
+        self.every_node = true;
+    }
+
+    /// The pool as the last look observed it.
+    pub fn index(&self) -> &PoolIndex {
+        &self.index
+    }
+
+    /// Observe the pool now and sort out its quiet nodes against the
+    /// current state (what the next look would see).
+    pub async fn observe_now(&mut self) -> Result<&PoolIndex, ExecutorError> {
+        let pool = self.state.pool.clone();
+        self.look(&pool, false).await?;
+        self.index.classify(&self.state, self.clock.now());
+        Ok(&self.index)
+    }
+
+    /// Bring the index up to date: what changed, from a provider that can
+    /// say, else the whole pool described again. A look that is not one of
+    /// the rollout's own (`metered` false) is asked of a provider that
+    /// reports changes as one it does not count as a call.
+    async fn look(&mut self, pool: &str, metered: bool) -> Result<(), ExecutorError> {
+        let failed = |source| ExecutorError::Provider {
+            pool: pool.to_string(),
+            source,
+        };
+        let Some((reports, token)) = &self.changes else {
+            let observed = observe(self.provider.as_ref(), pool, self.clock).await?;
+            self.index.replace(observed.nodes, observed.size);
+            return Ok(());
+        };
+        let (reports, token) = (reports.clone(), *token);
+        let ask = || async {
+            if metered {
+                reports.changes(pool, token)
+            } else {
+                reports.changes_unmetered(pool, token)
+            }
+        };
+        let changes = with_retry(self.clock, ask)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| ExecutorError::Gone {
+                pool: pool.to_string(),
+                provider: self.provider.name().to_string(),
+            })?;
+        self.changes = Some((reports, Some(changes.token)));
+        if changes.whole {
+            self.index.replace(changes.nodes, changes.size);
+        } else {
+            self.index
+                .update(changes.nodes, &changes.gone, changes.size);
+        }
+        Ok(())
+    }
+
+    /// The pool's counts as last observed, for an event.
+    fn counts(&self) -> Counts {
+        let (target, now) = (self.state.target, self.clock.now());
+        let mut c = Counts {
+            desired: self.state.settings.size,
+            total: 0,
+            available: 0,
+            updated: 0,
+            outdated: 0,
+        };
+        for n in self
+            .index
+            .nodes()
+            .filter(|n| n.state != NodeState::Terminating)
+        {
+            c.total += 1;
+            if n.template == target {
+                c.updated += 1;
+            } else {
+                c.outdated += 1;
+            }
+            c.available += u32::from(is_available(
+                n,
+                target,
+                &self.state.marks,
+                self.state.settings.min_ready,
+                now,
+            ));
+        }
         c
     }
 
-    fn emit(
-        &self,
-        event: EventKind,
-        node: Option<String>,
-        pool: Option<&ObservedPool>,
-        message: String,
-    ) {
+    /// How the drainer knows a node: its provider id when the provider
+    /// gives one (what Kubernetes Nodes carry), else its id.
+    fn cluster_key(&self, id: &str) -> String {
+        self.index
+            .get(id)
+            .map_or(id, |n| n.cluster_key())
+            .to_string()
+    }
+
+    /// Report an event, with the pool's counts when `counted`.
+    fn emit(&self, event: EventKind, node: Option<String>, counted: bool, message: String) {
         if self.events.is_silent() {
             return;
         }
@@ -222,7 +319,7 @@ impl<'a> Executor<'a> {
             pool: self.state.pool.clone(),
             event,
             node,
-            counts: pool.map(|p| self.counts(p)),
+            counts: counted.then(|| self.counts()),
             message,
             revision: None,
             by: None,
@@ -247,19 +344,15 @@ impl<'a> Executor<'a> {
     pub async fn tick(&mut self) -> Result<Tick, ExecutorError> {
         let pool = self.state.pool.clone();
         self.replay_pending_create(&pool).await?;
-        let observed = observe(self.provider.as_ref(), &pool, self.clock).await?;
+        self.look(&pool, true).await?;
         let now = self.clock.now();
+        self.index.classify(&self.state, now);
         let mut drains = BTreeMap::new();
-        // The marked nodes as observed, found in one pass (the pool may
-        // have thousands of nodes, the marks are the few in flight).
-        let marked = find_nodes(&observed.nodes, self.state.marks.keys());
         for (id, mark) in &self.state.marks {
             if let Mark::Draining { since, .. } = mark {
                 // How the drainer knows a node: its provider id when the
                 // provider gives one (what Kubernetes Nodes carry), else its id.
-                let key = marked
-                    .get(id.as_str())
-                    .map_or(id.as_str(), |n| n.cluster_key());
+                let key = self.index.get(id).map_or(id.as_str(), |n| n.cluster_key());
                 drains.insert(
                     id.clone(),
                     self.drainer.progress(&pool, key, *since, now).await,
@@ -271,36 +364,38 @@ impl<'a> Executor<'a> {
             .state
             .marks
             .keys()
-            .filter(|id| !marked.contains_key(id.as_str()))
+            .filter(|id| self.index.get(id).is_none())
             .cloned()
             .collect();
+        // Only the nodes in flight are listed; the quiet ones are counted.
+        let (listed, quiet) = if self.every_node {
+            (self.index.all(), None)
+        } else {
+            (self.index.listed(), Some(&self.index as &dyn Quiet))
+        };
         let decision = decide(
             &self.state,
             &Inputs {
                 now,
-                nodes: &observed.nodes,
-                provider_size: observed.size,
+                nodes: &listed,
+                provider_size: self.index.size(),
                 drains: &drains,
                 override_policy: self.override_policy,
+                quiet,
             },
         );
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
         self.save().await?;
         for id in gone {
-            self.emit(
-                EventKind::NodeTerminated,
-                Some(id),
-                Some(&observed),
-                "gone".into(),
-            );
+            self.emit(EventKind::NodeTerminated, Some(id), true, "gone".into());
         }
         for note in &decision.notes {
-            self.note(note, &observed);
+            self.note(note);
         }
         // The size the provider holds as this round's calls change it: a
         // create asks for an absolute size, after the terminations before it.
-        let mut size = observed.size;
+        let mut size = self.index.size();
         let mut outcomes = Vec::new();
         for action in decision.actions {
             // Losing the leader lease stops new steps at once; the journal holds
@@ -308,14 +403,14 @@ impl<'a> Executor<'a> {
             if let Err(reason) = self.journal.may_act(&pool) {
                 return Err(ExecutorError::Fenced { pool, reason });
             }
-            if let Some(o) = self.act(&pool, action, &observed, &mut size).await {
+            if let Some(o) = self.act(&pool, action, &mut size).await {
                 outcomes.push(o);
             }
         }
         // What the calls came to goes back to the core, which decides what
         // follows (backoff, a narrower surge, a node back in service).
         for note in absorb(&mut self.state, &outcomes, self.clock.now()) {
-            self.note(&note, &observed);
+            self.note(&note);
         }
         self.save().await?;
         if self.state.status.is_terminal() {
@@ -355,7 +450,7 @@ impl<'a> Executor<'a> {
                     self.emit(
                         EventKind::NodeCreateRequested,
                         Some(id.clone()),
-                        None,
+                        false,
                         "the create journaled before a restart, answered under its idempotency key"
                             .into(),
                     );
@@ -400,23 +495,12 @@ impl<'a> Executor<'a> {
         Ok(result)
     }
 
-    fn note(&self, note: &Note, observed: &ObservedPool) {
-        self.emit(
-            note.event,
-            note.node.clone(),
-            Some(observed),
-            note.message.clone(),
-        );
+    fn note(&self, note: &Note) {
+        self.emit(note.event, note.node.clone(), true, note.message.clone());
     }
 
     /// Perform one action; what became of it, when the core must know.
-    async fn act(
-        &mut self,
-        pool: &str,
-        action: Action,
-        observed: &ObservedPool,
-        size: &mut u32,
-    ) -> Option<Outcome> {
+    async fn act(&mut self, pool: &str, action: Action, size: &mut u32) -> Option<Outcome> {
         match action {
             Action::CreateNodes { count } => {
                 let result = match self.create(pool, count, size).await {
@@ -434,7 +518,7 @@ impl<'a> Executor<'a> {
                             self.emit(
                                 EventKind::NodeCreateRequested,
                                 Some(id),
-                                Some(observed),
+                                true,
                                 "launching on the target template".into(),
                             );
                         }
@@ -450,16 +534,13 @@ impl<'a> Executor<'a> {
                 }
             }
             Action::Drain { node } => {
-                match self
-                    .drainer
-                    .cordon(pool, cluster_key(observed, &node))
-                    .await
-                {
+                let key = self.cluster_key(&node);
+                match self.drainer.cordon(pool, &key).await {
                     Ok(()) => {
                         self.emit(
                             EventKind::NodeCordoned,
                             Some(node),
-                            Some(observed),
+                            true,
                             "cordoned; drain started".into(),
                         );
                         None
@@ -472,7 +553,7 @@ impl<'a> Executor<'a> {
             }
             Action::ForceDrain { node } => self
                 .drainer
-                .force(pool, cluster_key(observed, &node))
+                .force(pool, &self.cluster_key(&node))
                 .await
                 .err()
                 .map(|e| Outcome::CallFailed {
@@ -491,7 +572,7 @@ impl<'a> Executor<'a> {
                         self.emit(
                             EventKind::TerminateRequested,
                             Some(node),
-                            Some(observed),
+                            true,
                             "terminating".into(),
                         );
                         None
@@ -509,14 +590,12 @@ impl<'a> Executor<'a> {
                 match with_retry(self.clock, || self.provider.reimage_node(pool, &node, &key)).await
                 {
                     Ok(()) => {
-                        let uncordoned = self
-                            .drainer
-                            .uncordon(pool, cluster_key(observed, &node))
-                            .await;
+                        let key = self.cluster_key(&node);
+                        let uncordoned = self.drainer.uncordon(pool, &key).await;
                         self.emit(
                             EventKind::ReimageRequested,
                             Some(node.clone()),
-                            Some(observed),
+                            true,
                             "reimaging onto the target template".into(),
                         );
                         uncordoned.err().map(|e| Outcome::CallFailed {
@@ -532,7 +611,7 @@ impl<'a> Executor<'a> {
             }
             Action::Uncordon { node } => self
                 .drainer
-                .uncordon(pool, cluster_key(observed, &node))
+                .uncordon(pool, &self.cluster_key(&node))
                 .await
                 .err()
                 .map(|e| Outcome::CallFailed {
@@ -587,33 +666,6 @@ impl<'a> Executor<'a> {
             }
         }
     }
-}
-
-/// The nodes of `ids` that are observed, by id, in one pass over the pool
-/// (with no ids, none).
-fn find_nodes<'a>(
-    nodes: &'a [Node],
-    ids: impl ExactSizeIterator<Item = &'a String>,
-) -> rustc_hash::FxHashMap<&'a str, &'a Node> {
-    if ids.len() == 0 {
-        return Default::default();
-    }
-    let wanted: rustc_hash::FxHashSet<&str> = ids.map(String::as_str).collect();
-    nodes
-        .iter()
-        .filter(|n| wanted.contains(&*n.id))
-        .map(|n| (&*n.id, n))
-        .collect()
-}
-
-/// How the drainer knows a node: its provider id when the provider gives one
-/// (what Kubernetes Nodes carry), else its id.
-fn cluster_key<'a>(observed: &'a ObservedPool, id: &'a str) -> &'a str {
-    observed
-        .nodes
-        .iter()
-        .find(|n| *n.id == *id)
-        .map_or(id, |n| n.cluster_key())
 }
 
 async fn observe(

@@ -25,7 +25,7 @@ use crate::model::latency::{LogSummary, PoolLatencies};
 use crate::model::{NodeTemplate, ObservedPool};
 use crate::provider::sim::Sim;
 use crate::provider::{Provider, SimDrainer};
-use crate::rollout::decide::{Marked, Ready};
+use crate::rollout::decide::{Marked, Quiet, Ready};
 use crate::rollout::{Mark, Settings, Status};
 use crate::spec::types::{Distribution, SimProvider};
 use crate::spec::values::Duration;
@@ -197,6 +197,27 @@ pub async fn run_once(
     seed: u64,
     start: Timestamp,
 ) -> anyhow::Result<RunOutcome> {
+    run(case, latencies, seed, start, Looks::InFlight).await
+}
+
+/// How each look observes the pool and decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Looks {
+    /// Told only what changed; the quiet nodes counted, not visited.
+    InFlight,
+    /// The whole pool described and every node visited, at every look: the
+    /// reference the tests hold the first to (the same run, slower).
+    #[cfg(test)]
+    EveryNode,
+}
+
+async fn run(
+    case: &Case<'_>,
+    latencies: &SimProvider,
+    seed: u64,
+    start: Timestamp,
+    looks: Looks,
+) -> anyhow::Result<RunOutcome> {
     let clock = Arc::new(ManualClock::new(start));
     let settings = SimProvider {
         seed,
@@ -224,6 +245,11 @@ pub async fn run_once(
         clock.as_ref(),
     )
     .await?;
+    match looks {
+        Looks::InFlight => exec.observe_changes_with(sim.clone()),
+        #[cfg(test)]
+        Looks::EveryNode => exec.visit_every_node(),
+    }
     let poll = SignedDuration::try_from(case.poll)
         .unwrap_or(SignedDuration::from_secs(1))
         .max(SignedDuration::from_millis(10));
@@ -246,28 +272,41 @@ pub async fn run_once(
         out.looks += 1;
         let now = clock.now();
         let t = now.duration_since(start).as_secs_f64();
-        let s = &exec.state;
         // What the executor counts (live nodes, and those available by its
-        // rule) and when a node's minReady ends, in one pass without a copy.
-        let (mut total, mut available) = (0u32, 0u32);
+        // rule) and when a node's minReady ends, from its index of the pool
+        // observed again after its calls: the quiet nodes (available, settled)
+        // counted, only the others visited.
+        exec.observe_now().await?;
+        let (s, index) = (&exec.state, exec.index());
+        let (quiet, visited): (u32, Box<dyn Iterator<Item = &crate::model::Node>>) = match looks {
+            Looks::InFlight => (
+                index.quiet_old() + index.quiet_new(),
+                Box::new(index.each_listed()),
+            ),
+            #[cfg(test)]
+            Looks::EveryNode => (0, Box::new(index.nodes())),
+        };
+        let (mut total, mut available) = (quiet, quiet);
         let mut ready_at: Option<Timestamp> = None;
         // The core's own rule (`is_available`), with its lookups made once.
         let marked = Marked::of(&s.marks);
         let ready = Ready::at(s.target, s.settings.min_ready, now);
-        let found = sim.each_node(&name, now, |n| {
+        for n in visited {
             if n.state == crate::model::NodeState::Terminating {
-                return;
+                continue;
             }
             total += 1;
-            available += u32::from(
-                !marked.contains(n.id)
-                    && ready.is_as(n.state, n.cordoned, n.template, n.healthy_since),
-            );
+            available += u32::from(!marked.contains(&n.id) && ready.is(n));
             if let Some(end) = n.healthy_since.and_then(|h| ready.ends(h)) {
                 ready_at = Some(ready_at.map_or(end, |r| r.min(end)));
             }
-        });
-        let Some(next_change) = found else {
+        }
+        let next_change = match looks {
+            Looks::InFlight => sim.next_change(&name, now),
+            #[cfg(test)]
+            Looks::EveryNode => sim.next_change_of_any(&name, now),
+        };
+        let Some(next_change) = next_change else {
             anyhow::bail!("the simulated copy of {name} vanished");
         };
         if let Some(p) = last {
@@ -574,6 +613,119 @@ mod tests {
         assert_eq!(percentile(&v, 0.5), 5.0);
         assert_eq!(percentile(&v, 0.9), 9.0);
         assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    /// A forecast told only what changed, counting the quiet nodes, runs
+    /// exactly as one that describes the whole pool and visits every node
+    /// at every look: the same durations, the same curve, the same number
+    /// of looks, over budgets, a canary, waves, minReady, a scale down and
+    /// a scale up, nodes that never become healthy (with a rollback) and
+    /// drains a PodDisruptionBudget blocks.
+    #[test]
+    fn told_only_what_changed_a_run_is_the_run_that_visits_every_node() {
+        use crate::model::{Node, NodeState};
+        use crate::rollout::decide::fixtures;
+        use crate::spec::types::OnFailure;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let start = fixtures::t0();
+        let nodes = |n: u32, template: &NodeTemplate| -> Vec<Node> {
+            (0..n)
+                .map(|i| Node {
+                    id: format!("web-{i:05}").into(),
+                    template: template.hash(),
+                    state: if i % 9 == 4 {
+                        NodeState::Pending
+                    } else {
+                        NodeState::Healthy
+                    },
+                    launched_at: start,
+                    healthy_since: (i % 9 != 4).then_some(start),
+                    cordoned: false,
+                    provider_id: None,
+                })
+                .collect()
+        };
+        let (old, new) = (fixtures::old(), fixtures::new());
+        // (size, surge, unavailable, minReady, canary, waves, rollback,
+        // nodes, failing): failing nodes never become healthy, or have
+        // their drain blocked, now and then.
+        let cases = [
+            (30, 1, 0, 0, false, false, false, 30, false),
+            (30, 3, 0, 10, false, false, false, 30, false),
+            (30, 0, 2, 0, true, false, false, 30, false),
+            (30, 2, 2, 30, false, true, false, 30, false),
+            (20, 2, 1, 10, false, false, false, 30, false),
+            (36, 4, 0, 10, true, false, false, 30, false),
+            (30, 3, 1, 10, false, false, true, 30, true),
+            (30, 1, 1, 0, false, false, false, 30, true),
+        ];
+        let mut statuses = std::collections::BTreeSet::new();
+        for (k, (size, surge, unavailable, min_ready, canary, waves, rollback, n, failing)) in
+            cases.into_iter().enumerate()
+        {
+            let mut latencies = SimProvider::default();
+            if failing {
+                latencies.failures.never_healthy = 0.03;
+                latencies.failures.drain_blocked = 0.01;
+            }
+            let pool = ObservedPool {
+                name: "web".into(),
+                size: n,
+                autoscaling: None,
+                template: old.clone(),
+                in_place: Default::default(),
+                nodes: nodes(n, &old),
+            };
+            let mut settings = fixtures::settings(size, surge, unavailable);
+            settings.min_ready = Duration::secs(min_ready);
+            settings.canary = canary;
+            settings.waves = waves;
+            settings.max_failed_nodes = 4;
+            settings.drain_timeout = Duration::secs(300);
+            if rollback {
+                settings.on_failure = OnFailure::Rollback;
+            }
+            let case = Case {
+                pool: &pool,
+                target: &new,
+                settings: &settings,
+                poll: std::time::Duration::from_secs(1),
+            };
+            for seed in 0..5 {
+                let seed = seed + 10 * k as u64;
+                let quick = rt
+                    .block_on(run(&case, &latencies, seed, start, Looks::InFlight))
+                    .unwrap();
+                let every = rt
+                    .block_on(run(&case, &latencies, seed, start, Looks::EveryNode))
+                    .unwrap();
+                let key = |o: &RunOutcome| {
+                    format!(
+                        "{} {:?} {} {} {} {:?} {} {} {:?}",
+                        o.seconds,
+                        o.status,
+                        o.min_available,
+                        o.max_total,
+                        o.extra_node_seconds,
+                        o.held_until,
+                        o.unfinished,
+                        o.looks,
+                        o.curve
+                    )
+                };
+                assert_eq!(key(&quick), key(&every), "case {k}, seed {seed}");
+                statuses.insert(
+                    format!("{:?}", quick.status)
+                        .chars()
+                        .take(8)
+                        .collect::<String>(),
+                );
+            }
+        }
+        // Runs that finished, and runs a failure stopped.
+        assert_eq!(statuses.len(), 2, "{statuses:?}");
     }
 
     #[test]

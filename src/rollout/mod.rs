@@ -10,8 +10,10 @@ pub mod budget;
 pub mod change;
 pub mod control;
 pub mod decide;
+pub mod index;
 pub mod state;
 
 pub use budget::{Budget, Strategy};
 pub use decide::{Action, DrainProgress, Inputs, Outcome, absorb, begin, decide};
+pub use index::PoolIndex;
 pub use state::{Mark, RolloutState, Settings, Status};

@@ -219,44 +219,72 @@ pub enum Mark {
 }
 
 /// New nodes already reported healthy. Every step asks it about every
-/// available new node, and every step copies the state (the executor keeps
-/// the journaled copy; the step function makes the next): so it is hashed,
-/// and shared between copies until one of them changes it, and a step of a
-/// pool of thousands of nodes neither copies nor searches thousands of
-/// names. It holds ids as shared strings (a step inserts the observed id
-/// itself), so a copy for a change copies no name. Journaled as a sorted list.
+/// available new node it visits, and every step copies the state (the
+/// executor keeps the journaled copy; the step function makes the next): so
+/// it is hashed, and shared between copies until one of them changes it. A
+/// change copies only a small set of recent ids; those join the large set
+/// (copied once) when they number about its square root, so a roll of a
+/// pool of thousands of nodes, which adds every new node in turn, copies
+/// about `n * sqrt(n)` ids in all rather than `n * n / 2`. It holds ids as
+/// shared strings (a step inserts the observed id itself), so a copy copies
+/// no name. Journaled as a sorted list.
 #[derive(Clone, Debug, Default)]
-pub struct SeenNodes(Arc<FxHashSet<Arc<str>>>);
+pub struct SeenNodes {
+    settled: Arc<FxHashSet<Arc<str>>>,
+    /// Disjoint from `settled`.
+    recent: Arc<FxHashSet<Arc<str>>>,
+}
 
 impl SeenNodes {
+    fn of(ids: impl IntoIterator<Item = Arc<str>>) -> SeenNodes {
+        SeenNodes {
+            settled: Arc::new(ids.into_iter().collect()),
+            recent: Arc::default(),
+        }
+    }
+
     pub fn contains(&self, id: &str) -> bool {
-        self.0.contains(id)
+        self.recent.contains(id) || self.settled.contains(id)
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.settled.len() + self.recent.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
-    /// Whether `id` is new to the set (which is copied first if another
-    /// state shares it).
+    fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.settled.iter().chain(self.recent.iter())
+    }
+
+    /// Whether `id` is new to the set (what another state shares is
+    /// copied first).
     pub fn insert(&mut self, id: &Arc<str>) -> bool {
-        !self.0.contains(&**id) && Arc::make_mut(&mut self.0).insert(id.clone())
+        if self.contains(id) {
+            return false;
+        }
+        let recent = Arc::make_mut(&mut self.recent);
+        recent.insert(id.clone());
+        if recent.len() > self.settled.len().isqrt().max(16) {
+            let recent = std::mem::take(recent);
+            Arc::make_mut(&mut self.settled).extend(recent);
+        }
+        true
     }
 
-    /// Keep only the ids `keep` says to (copying the set only if one goes).
+    /// Keep only the ids `keep` says to (copying only what loses one).
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        if self.0.iter().all(|id| keep(id)) {
-            return;
+        for set in [&mut self.settled, &mut self.recent] {
+            if !set.iter().all(|id| keep(id)) {
+                Arc::make_mut(set).retain(|id| keep(id));
+            }
         }
-        Arc::make_mut(&mut self.0).retain(|id| keep(id));
     }
 
     pub fn sorted(&self) -> Vec<&str> {
-        let mut ids: Vec<&str> = self.0.iter().map(|id| &**id).collect();
+        let mut ids: Vec<&str> = self.iter().map(|id| &**id).collect();
         ids.sort_unstable();
         ids
     }
@@ -264,7 +292,8 @@ impl SeenNodes {
 
 impl PartialEq for SeenNodes {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+        (Arc::ptr_eq(&self.settled, &other.settled) && Arc::ptr_eq(&self.recent, &other.recent))
+            || (self.len() == other.len() && self.iter().all(|id| other.contains(id)))
     }
 }
 
@@ -273,7 +302,7 @@ impl Eq for SeenNodes {}
 #[cfg(test)]
 impl<const N: usize> From<[&str; N]> for SeenNodes {
     fn from(ids: [&str; N]) -> Self {
-        SeenNodes(Arc::new(ids.iter().map(|&id| Arc::from(id)).collect()))
+        SeenNodes::of(ids.iter().map(|&id| Arc::from(id)))
     }
 }
 
@@ -286,9 +315,7 @@ impl Serialize for SeenNodes {
 impl<'de> Deserialize<'de> for SeenNodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let ids = Vec::<String>::deserialize(d)?;
-        Ok(SeenNodes(Arc::new(
-            ids.into_iter().map(Arc::from).collect(),
-        )))
+        Ok(SeenNodes::of(ids.into_iter().map(Arc::from)))
     }
 }
 
@@ -453,16 +480,44 @@ mod tests {
         let back: SeenNodes = serde_json::from_str(&json).unwrap();
         assert_eq!(back, a);
         let b = a.clone();
-        assert!(std::sync::Arc::ptr_eq(&a.0, &b.0), "a copy shares the set");
+        let shares = |a: &SeenNodes, b: &SeenNodes| {
+            std::sync::Arc::ptr_eq(&a.settled, &b.settled)
+                && std::sync::Arc::ptr_eq(&a.recent, &b.recent)
+        };
+        assert!(shares(&a, &b), "a copy shares the set");
         assert!(
             !a.insert(&std::sync::Arc::from("web-2")),
             "already there: no copy made"
         );
-        assert!(std::sync::Arc::ptr_eq(&a.0, &b.0));
+        assert!(shares(&a, &b));
         assert!(a.insert(&std::sync::Arc::from("web-4")));
         assert_eq!((a.len(), b.len()), (4, 3), "the copy is unchanged");
         a.retain(|id| id != "web-1");
         assert_eq!(a.sorted(), ["web-2", "web-3", "web-4"]);
+    }
+
+    /// A roll adds every new node in turn while the journaled copy shares
+    /// the set: the large part is copied about sqrt(n) times, not n times,
+    /// and the set is the same set however its ids are split.
+    #[test]
+    fn seen_nodes_copy_the_large_set_rarely_as_nodes_are_added() {
+        let mut seen = SeenNodes::default();
+        let mut copies = 0;
+        let mut kept = seen.clone();
+        for i in 0..1000 {
+            let before = std::sync::Arc::as_ptr(&seen.settled);
+            assert!(seen.insert(&std::sync::Arc::from(format!("web-{i}"))));
+            copies += usize::from(std::sync::Arc::as_ptr(&seen.settled) != before);
+            assert_eq!(kept.len(), i, "the shared copy is unchanged");
+            kept = seen.clone();
+        }
+        assert!(copies <= 80, "{copies} copies of the large set");
+        let all = SeenNodes::of((0..1000).map(|i| std::sync::Arc::from(format!("web-{i}"))));
+        assert_eq!(seen, all);
+        assert!(seen.contains("web-999") && seen.contains("web-0") && !seen.contains("web-1000"));
+        let mut fewer = all.clone();
+        fewer.retain(|id| id != "web-999");
+        assert_ne!(seen, fewer);
     }
 
     #[test]

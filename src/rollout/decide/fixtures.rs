@@ -100,5 +100,6 @@ pub fn inputs<'a>(
             .count() as u32,
         drains,
         override_policy: false,
+        quiet: None,
     }
 }

@@ -3,11 +3,11 @@
 //! means the call never reached the provider (the process died between
 //! journaling the intent and calling): take it up again.
 
-use super::{Action, Decision, Marked};
+use super::{Action, Decision, Marked, Quiet};
 use crate::model::{Node, NodeState};
 use crate::rollout::state::Mark;
 
-pub(super) fn reconcile(d: &mut Decision, nodes: &[Node]) {
+pub(super) fn reconcile(d: &mut Decision, nodes: &[Node], quiet: Option<&dyn Quiet>) {
     let s = &mut d.state;
     // Forget marks and reports of nodes no longer observed. They are the few
     // nodes in flight (and the new ones reported) of a pool of maybe
@@ -27,10 +27,20 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node]) {
         }
         seen += usize::from(n.template == s.target && s.healthy_seen.contains(&n.id));
     }
-    if in_flight.len() < s.marks.len() || seen < s.healthy_seen.len() {
-        let observed: rustc_hash::FxHashSet<&str> = nodes.iter().map(|n| &*n.id).collect();
-        s.marks.retain(|id, _| observed.contains(id.as_str()));
-        s.healthy_seen.retain(|id| observed.contains(id));
+    // Quiet nodes are unmarked, and the new ones among them all seen.
+    seen += quiet.map_or(0, |q| q.quiet_new() as usize);
+    // Each set is searched for the gone only when one of its own is gone
+    // (an old node going is no reason to read every new one).
+    let (marks_gone, seen_gone) = (in_flight.len() < s.marks.len(), seen < s.healthy_seen.len());
+    if marks_gone || seen_gone {
+        let listed: rustc_hash::FxHashSet<&str> = nodes.iter().map(|n| &*n.id).collect();
+        let observed = |id: &str| listed.contains(id) || quiet.is_some_and(|q| q.contains(id));
+        if marks_gone {
+            s.marks.retain(|id, _| observed(id));
+        }
+        if seen_gone {
+            s.healthy_seen.retain(observed);
+        }
     }
     for n in in_flight {
         match s.marks.get(&*n.id) {
@@ -83,7 +93,7 @@ mod tests {
             notes: vec![],
             waiting: None,
         };
-        reconcile(&mut d, &nodes);
+        reconcile(&mut d, &nodes, None);
         assert!(
             !d.state.marks.contains_key("gone"),
             "a gone node's mark is dropped"

@@ -54,6 +54,34 @@ pub struct Inputs<'a> {
     pub drains: &'a BTreeMap<String, DrainProgress>,
     /// An emergency override: the disruption policy holds nothing.
     pub override_policy: bool,
+    /// When given, `nodes` holds only the nodes this set leaves out: a look
+    /// at a large pool visits the few nodes in flight, not every node.
+    pub quiet: Option<&'a dyn Quiet>,
+}
+
+/// The quiet nodes of a pool, counted and not visited: healthy, in service
+/// (not cordoned), unmarked, not terminating and settled (`minReady` served,
+/// or no instant it is still running to) as of the rollout state and the
+/// instant of the look; an old one (not on the target) is available and may
+/// be taken down, a new one is available and already in `healthy_seen`.
+/// Whoever keeps the set (the executor's index of the pool) works them out
+/// against the state `decide` is given; any node may be left out of it (it
+/// is then in `nodes`), none may be in both.
+pub trait Quiet {
+    /// The target the set was worked out for (`None`: not yet).
+    fn target(&self) -> Option<TemplateHash>;
+    /// How many quiet old nodes there are.
+    fn quiet_old(&self) -> u32;
+    /// How many quiet new nodes there are.
+    fn quiet_new(&self) -> u32;
+    /// The first `k` quiet old nodes in take-down order (launched, then id).
+    fn first_old(&self, k: usize) -> Vec<&Node>;
+    /// Whether a node of this id is observed at all (quiet or not).
+    fn contains(&self, id: &str) -> bool;
+    /// Every observed node, in the order the provider lists them: for the
+    /// rare look that must visit each one (a rollback turns the target
+    /// round; a scale-down chooses among new nodes).
+    fn all(&self) -> Vec<Node>;
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -305,6 +333,32 @@ pub fn begin(
 }
 
 pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
+    let quiet = inp.quiet.filter(|q| q.target() == Some(prev.target));
+    if let Some(q) = quiet
+        && let Some(d) = decide_over(prev, inp, Some(q))
+    {
+        return d;
+    }
+    match inp.quiet {
+        // The same decision from every node, one by one.
+        Some(q) => {
+            let all = q.all();
+            let every = Inputs {
+                nodes: &all,
+                quiet: None,
+                ..*inp
+            };
+            decide_over(prev, &every, None)
+        }
+        None => decide_over(prev, inp, None),
+    }
+    .unwrap_or_else(|| unvisited(prev))
+}
+
+/// The phases over `inp.nodes` and the `quiet` nodes; `None` when quiet
+/// nodes would have to be visited (the target turned round, or there are
+/// more new nodes than the size). With no quiet nodes it always decides.
+fn decide_over(prev: &RolloutState, inp: &Inputs, quiet: Option<&dyn Quiet>) -> Option<Decision> {
     let mut d = Decision {
         state: prev.clone(),
         actions: Vec::new(),
@@ -316,19 +370,36 @@ pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {
         .iter()
         .filter(|n| n.state != NodeState::Terminating)
         .collect();
-    marks::reconcile(&mut d, inp.nodes);
+    marks::reconcile(&mut d, inp.nodes, quiet);
     failures::startup(&mut d, &live, inp.now);
+    if quiet.is_some() && d.state.target != prev.target {
+        return None;
+    }
     drains::advance(&mut d, inp.drains, inp.now);
-    let t = tally::Tally::of(&mut d, &live, inp);
+    let t = tally::Tally::of(&mut d, &live, quiet, inp);
+    if quiet.is_some() && t.surplus > 0 {
+        return None;
+    }
     if gates::completed(&mut d, &t) {
-        return finish(prev, d, inp.now);
+        return Some(finish(prev, d, inp.now));
     }
     let g = gates::evaluate(&mut d, &t, inp);
     if g.open {
-        steps::start(&mut d, &t, &live, inp.now);
+        steps::start(&mut d, &t, &live, quiet, inp.now);
     }
     stall::check(&mut d, &t, &g, inp);
-    finish(prev, d, inp.now)
+    Some(finish(prev, d, inp.now))
+}
+
+/// What `decide` answers if its full pass ever declined (it does not):
+/// nothing done, and the reason.
+fn unvisited(prev: &RolloutState) -> Decision {
+    Decision {
+        state: prev.clone(),
+        actions: Vec::new(),
+        notes: Vec::new(),
+        waiting: Some("the step function could not visit the pool's nodes".into()),
+    }
 }
 
 fn finish(prev: &RolloutState, mut d: Decision, now: Timestamp) -> Decision {

@@ -7,11 +7,17 @@ use crate::model::EventKind;
 use jiff::Timestamp;
 
 use super::tally::Tally;
-use super::{Action, Decision, Marked, Ready};
+use super::{Action, Decision, Marked, Quiet, Ready};
 use crate::model::Node;
 use crate::rollout::state::Mark;
 
-pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp) {
+pub(super) fn start(
+    d: &mut Decision,
+    t: &Tally,
+    live: &[&Node],
+    quiet: Option<&dyn Quiet>,
+    now: Timestamp,
+) {
     let s = &mut d.state;
     let (size, budget, min_ready) = (s.settings.size, s.settings.budget, s.settings.min_ready);
     // In waves, a new wave starts only once the last one has finished.
@@ -59,19 +65,21 @@ pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp)
         extra.sort_by_key(|n| (ready.is(n), std::cmp::Reverse(n.launched_at)));
         extra.truncate(t.surplus as usize);
     }
-    // Taken down in the order (available, on the target, launched), ties in
-    // the order above: unavailable ones first (they cost no availability),
-    // then available ones while the floor leaves room. Each key is computed
-    // once, with its position as the last part, so an unstable sort or
-    // selection gives exactly a stable sort's order; and of the available
-    // ones only as many are ordered as can be taken (usually none or one of
-    // a thousand), and none is kept when the floor leaves no room.
-    type Key = (bool, bool, Timestamp, usize);
-    type Picks<'n> = Vec<(Key, &'n Node)>;
+    // Taken down in the order (available, on the target, launched, id):
+    // unavailable ones first (they cost no availability), then available
+    // ones while the floor leaves room. The id settles ties, so the order
+    // does not depend on the order the provider lists nodes in, and the
+    // quiet old nodes (available, unmarked, kept in this order by the
+    // caller) need not be visited: only as many of them as can be taken are
+    // asked for. Of the available ones only as many are ordered as can be
+    // taken (usually none or one of a thousand), and none is kept when the
+    // floor leaves no room.
+    type Key<'n> = (bool, bool, Timestamp, &'n str);
+    type Picks<'n> = Vec<(Key<'n>, &'n Node)>;
     let spare = t.available.saturating_sub(s.floor());
     let (mut down, mut up): (Picks, Picks) = (Vec::new(), Vec::new());
-    for (i, n) in outdated.chain(extra).enumerate() {
-        let key = (ready.is(n), n.template == target, n.launched_at, i);
+    for n in outdated.chain(extra) {
+        let key = (ready.is(n), n.template == target, n.launched_at, &*n.id);
         if !key.0 {
             down.push((key, n));
         } else if spare > 0 {
@@ -85,6 +93,16 @@ pub(super) fn start(d: &mut Decision, t: &Tally, live: &[&Node], now: Timestamp)
     };
     let take_down = down.len().min(limit as usize);
     limit -= take_down as u32;
+    if let Some(q) = quiet
+        && spare > 0
+    {
+        let most = limit.min(spare).min(q.quiet_old()) as usize;
+        up.extend(
+            q.first_old(most)
+                .into_iter()
+                .map(|n| ((true, false, n.launched_at, &*n.id), n)),
+        );
+    }
     let take_up = up.len().min(limit.min(spare) as usize);
     down.sort_unstable_by_key(|(k, _)| *k);
     down.truncate(take_down);
@@ -155,8 +173,8 @@ mod tests {
                 notes: vec![],
                 waiting: None,
             };
-            let t = Tally::of(&mut d, &live, &inp);
-            start(&mut d, &t, &live, t0());
+            let t = Tally::of(&mut d, &live, None, &inp);
+            start(&mut d, &t, &live, None, t0());
             let created: u32 = d
                 .actions
                 .iter()
@@ -200,8 +218,8 @@ mod tests {
             notes: vec![],
             waiting: None,
         };
-        let t = Tally::of(&mut d, &live, &inp);
-        start(&mut d, &t, &live, t0());
+        let t = Tally::of(&mut d, &live, None, &inp);
+        start(&mut d, &t, &live, None, t0());
         assert_eq!(d.actions, vec![Action::CreateNodes { count: 1 }]);
 
         let mut s = state(6, 3, 3);
@@ -212,8 +230,8 @@ mod tests {
             notes: vec![],
             waiting: None,
         };
-        let t = Tally::of(&mut d, &live, &inp);
-        start(&mut d, &t, &live, t0());
+        let t = Tally::of(&mut d, &live, None, &inp);
+        start(&mut d, &t, &live, None, t0());
         let drains = d
             .actions
             .iter()
@@ -245,7 +263,14 @@ mod tests {
             extra.sort_by_key(|n| (available(n), std::cmp::Reverse(n.launched_at)));
             candidates.extend(extra.into_iter().take(t.surplus as usize));
         }
-        candidates.sort_by_key(|n| (available(n), n.template == s.target, n.launched_at));
+        candidates.sort_by_key(|n| {
+            (
+                available(n),
+                n.template == s.target,
+                n.launched_at,
+                n.id.clone(),
+            )
+        });
         let mut spare = t.available.saturating_sub(s.floor());
         let mut limit = if s.settings.canary && !s.canary_done {
             1u32.saturating_sub(t.in_drain)
@@ -307,9 +332,9 @@ mod tests {
             let now = at(3600);
             let inp = inputs(&nodes, &drains, now);
             let mut d = Decision { state: s, actions: vec![], notes: vec![], waiting: None };
-            let t = Tally::of(&mut d, &live, &inp);
+            let t = Tally::of(&mut d, &live, None, &inp);
             let want = taken_by_full_sort(&d, &t, &live, now);
-            start(&mut d, &t, &live, now);
+            start(&mut d, &t, &live, None, now);
             let got: Vec<String> = d
                 .actions
                 .iter()

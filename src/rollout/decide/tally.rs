@@ -2,7 +2,7 @@
 //! and in flight; report new nodes that became available; raise the peak of
 //! availability, from which the floor ratchets up.
 
-use super::{Decision, Inputs, Marked, Ready};
+use super::{Decision, Inputs, Marked, Quiet, Ready};
 use crate::model::EventKind;
 use crate::model::Node;
 use crate::rollout::state::Mark;
@@ -30,7 +30,12 @@ pub(super) struct Tally {
 impl Tally {
     /// One pass over the nodes, with no copy of a name unless a node is
     /// reported healthy: a step of a large pool costs a scan, nothing more.
-    pub(super) fn of(d: &mut Decision, live: &[&Node], inp: &Inputs) -> Tally {
+    pub(super) fn of(
+        d: &mut Decision,
+        live: &[&Node],
+        quiet: Option<&dyn Quiet>,
+        inp: &Inputs,
+    ) -> Tally {
         let s = &mut d.state;
         let now = inp.now;
         let target = s.target;
@@ -64,9 +69,16 @@ impl Tally {
                 }
             }
         }
+        // Quiet nodes are available and unmarked; the new ones already seen.
+        let (old, new) = quiet.map_or((0, 0), |q| (q.quiet_old(), q.quiet_new()));
+        available += old + new;
+        outdated_unmarked += old;
+        updated_live += new;
+        updated_available += new;
+        let listed = (live.len() as u32).saturating_add(old).saturating_add(new);
         let count = |f: fn(&Mark) -> bool| s.marks.values().filter(|m| f(m)).count() as u32;
         let t = Tally {
-            total: inp.provider_size.max(live.len() as u32),
+            total: inp.provider_size.max(listed),
             available,
             updated_live,
             updated_available,
@@ -149,7 +161,7 @@ mod tests {
             notes: vec![],
             waiting: None,
         };
-        let t = Tally::of(&mut d, &live, &inp);
+        let t = Tally::of(&mut d, &live, None, &inp);
         assert_eq!(t.total, 6);
         assert_eq!(t.available, 3, "o1, o2, n1 (o0 drains, o3 and n2 boot)");
         assert_eq!(

@@ -38,6 +38,10 @@ use crate::model::{
 use crate::spec::types::{Distribution, SimProvider as SimSettings};
 use crate::store::snapshot_log::{self, SnapshotLog};
 
+mod changes;
+
+use changes::Watch;
+
 const FORMAT: u32 = 1;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -146,7 +150,36 @@ struct SimPool {
     template_hash: TemplateHash,
     #[serde(default)]
     in_place: InPlace,
+    /// In launch order (the order of the serials in their ids).
     nodes: Vec<SimNode>,
+    /// What changed since a reader last asked (see `changes`); kept in
+    /// memory only: a pool read from the file starts without one.
+    #[serde(skip)]
+    watch: Option<Watch>,
+    /// How many nodes are being terminated and the first instant one of
+    /// them goes, when known (not for a pool read from the file): until
+    /// then no node need be dropped, and the live ones are counted without
+    /// a pass over the pool.
+    #[serde(skip)]
+    going: Option<(u32, Option<Timestamp>)>,
+}
+
+impl SimPool {
+    /// Terminate the node at `i` (see [`Sim::terminate`]), keeping count.
+    fn terminate(&mut self, sim: &Sim, i: usize, now: Timestamp) {
+        let Some(n) = self.nodes.get_mut(i) else {
+            return;
+        };
+        if n.gone_at.is_some() {
+            return;
+        }
+        sim.terminate(n, now);
+        if let (Some((count, first)), Some(g)) = (&mut self.going, n.gone_at) {
+            *count += 1;
+            *first = Some(first.map_or(g, |f| f.min(g)));
+        }
+        self.touch(i);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -219,16 +252,6 @@ impl SimNode {
     }
 }
 
-/// A node as observed at an instant, borrowed from the simulator (what a
-/// forecast counts after every step, with no copy).
-pub struct NodeAt<'a> {
-    pub id: &'a str,
-    pub template: TemplateHash,
-    pub state: NodeState,
-    pub healthy_since: Option<Timestamp>,
-    pub cordoned: bool,
-}
-
 /// Latencies of one node, drawn at launch.
 struct Draw {
     boot: SignedDuration,
@@ -249,6 +272,10 @@ pub struct Sim {
     clock: Arc<dyn Clock>,
     fleet: Mutex<Fleet>,
     calls: AtomicU64,
+    /// The last token handed out by `changes`.
+    tokens: AtomicU64,
+    /// Drain profiles drawn so far, by serial (a draw is the same every time).
+    drains: Mutex<rustc_hash::FxHashMap<u64, (SignedDuration, bool)>>,
 }
 
 impl Sim {
@@ -297,6 +324,8 @@ impl Sim {
             clock,
             fleet: Mutex::new(fleet),
             calls: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+            drains: Mutex::default(),
         })
     }
 
@@ -436,9 +465,17 @@ impl Sim {
 
     /// How long draining this node takes in the simulation, and whether its
     /// drain is blocked (as by a PodDisruptionBudget that never allows it).
+    /// Asked about every draining node at every look: drawn once per node.
     pub fn drain_profile(&self, node_id: &str) -> (SignedDuration, bool) {
-        let d = self.draw(Self::serial_of(node_id));
-        (d.drain, d.drain_blocked)
+        let serial = Self::serial_of(node_id);
+        let mut drawn = self.drains.lock().unwrap_or_else(|p| p.into_inner());
+        if drawn.len() >= 100_000 {
+            drawn.clear();
+        }
+        *drawn.entry(serial).or_insert_with(|| {
+            let d = self.draw(serial);
+            (d.drain, d.drain_blocked)
+        })
     }
 
     /// Hold a copy of an observed pool (of any provider), for a forecast:
@@ -489,6 +526,8 @@ impl Sim {
                 template_hash: pool.template.hash(),
                 in_place: InPlace::default(),
                 nodes,
+                watch: None,
+                going: None,
             },
         );
     }
@@ -499,37 +538,21 @@ impl Sim {
         self.lock().audited
     }
 
-    /// Call `f` with each node of `pool` as observed at `now`, and say the
-    /// first instant after `now` at which one of them changes as observed by
-    /// itself (becomes healthy or unhealthy, or goes), in one pass: what a
-    /// forecast asks after every step, without copying the pool. `None` if
-    /// there is no such pool.
-    pub fn each_node(
-        &self,
-        pool: &str,
-        now: Timestamp,
-        mut f: impl FnMut(NodeAt<'_>),
-    ) -> Option<Option<Timestamp>> {
+    /// The first instant after `now` at which a node of `pool` changes as
+    /// observed by itself (becomes healthy or unhealthy, or goes), by a pass
+    /// over every node; `None` if there is no such pool. A node gone (but
+    /// not yet dropped) changes no more: an instant it would have had
+    /// (becoming healthy) shows nowhere.
+    pub fn next_change_of_any(&self, pool: &str, now: Timestamp) -> Option<Option<Timestamp>> {
         let fleet = self.lock();
         let p = fleet.pools.get(pool)?;
-        let mut next: Option<Timestamp> = None;
-        for n in &p.nodes {
-            // A node gone but not yet dropped still counts here, as its
-            // instants are still the pool's.
-            if let Some(t) = n.changes_after(now) {
-                next = Some(next.map_or(t, |m| m.min(t)));
-            }
-            if let Some((state, healthy_since)) = n.observed_at(now) {
-                f(NodeAt {
-                    id: &n.id,
-                    template: n.template,
-                    state,
-                    healthy_since,
-                    cordoned: n.cordoned,
-                });
-            }
-        }
-        Some(next)
+        Some(
+            p.nodes
+                .iter()
+                .filter(|n| n.observed_at(now).is_some())
+                .filter_map(|n| n.changes_after(now))
+                .min(),
+        )
     }
 
     /// Mark a node unschedulable (what cordoning does in Kubernetes).
@@ -539,18 +562,16 @@ impl Sim {
             if cordoned { "Cordon" } else { "Uncordon" }
         );
         self.mutate(call, pool, |_, fleet, _, call| {
-            let n = fleet
-                .pools
-                .get_mut(pool)
-                .and_then(|p| p.nodes.iter_mut().find(|n| *n.id == *node))
-                .ok_or_else(|| {
-                    ProviderError::new(
-                        call,
-                        ErrorKind::NotFound,
-                        format!("node {node:?} is not in pool {pool:?}"),
-                    )
-                })?;
-            n.cordoned = cordoned;
+            let p = fleet.pools.get_mut(pool);
+            let Some((p, i)) = p.and_then(|p| p.position(node).map(|i| (p, i))) else {
+                return Err(ProviderError::new(
+                    call,
+                    ErrorKind::NotFound,
+                    format!("node {node:?} is not in pool {pool:?}"),
+                ));
+            };
+            p.nodes[i].cordoned = cordoned;
+            p.touch(i);
             Ok(())
         })
     }
@@ -627,6 +648,7 @@ impl Sim {
             gone_at: None,
             cordoned: false,
         });
+        p.touch(p.nodes.len() - 1);
     }
 
     fn terminate(&self, node: &mut SimNode, now: Timestamp) {
@@ -643,8 +665,25 @@ impl Sim {
         let Some(p) = fleet.pools.get_mut(pool) else {
             return;
         };
-        p.nodes.retain(|n| n.gone_at.is_none_or(|g| now < g));
-        let live = p.nodes.iter().filter(|n| n.is_live()).count() as u32;
+        let live = match p.going {
+            Some((count, first)) if first.is_none_or(|f| now < f) => {
+                (p.nodes.len() as u32).saturating_sub(count)
+            }
+            _ => {
+                let (mut count, mut first) = (0u32, None::<Timestamp>);
+                p.nodes.retain(|n| match n.gone_at {
+                    Some(g) if now >= g => false,
+                    Some(g) => {
+                        count += 1;
+                        first = Some(first.map_or(g, |f| f.min(g)));
+                        true
+                    }
+                    None => true,
+                });
+                p.going = Some((count, first));
+                (p.nodes.len() as u32).saturating_sub(count)
+            }
+        };
         let size = p.size;
         if live > size {
             let hash = p.template_hash;
@@ -653,9 +692,7 @@ impl Sim {
                 .collect();
             victims.sort_by_key(|&i| (p.nodes[i].template == hash, p.nodes[i].serial));
             for &i in victims.iter().take((live - size) as usize) {
-                let mut node = p.nodes[i].clone();
-                self.terminate(&mut node, now);
-                p.nodes[i] = node;
+                p.terminate(self, i, now);
             }
         }
         for _ in live..size {
@@ -701,17 +738,12 @@ impl Sim {
     }
 }
 
-/// A node that is not terminating, or NotFound: terminating or reimaging a
-/// node that is already going is refused, so nothing happens to it twice.
-fn live_node<'a>(
-    nodes: &'a mut [SimNode],
-    node: &str,
-    pool: &str,
-    call: &str,
-) -> Result<&'a mut SimNode> {
-    nodes
-        .iter_mut()
-        .find(|n| *n.id == *node && n.is_live())
+/// Where a node that is not terminating is, or NotFound: terminating or
+/// reimaging a node that is already going is refused, so nothing happens to
+/// it twice.
+fn live_node(p: &SimPool, node: &str, pool: &str, call: &str) -> Result<usize> {
+    p.position(node)
+        .filter(|&i| p.nodes[i].is_live())
         .ok_or_else(|| {
             ProviderError::new(
                 call,
@@ -795,6 +827,8 @@ impl Provider for Sim {
                     template: spec.template.clone(),
                     in_place: spec.in_place.clone(),
                     nodes: Vec::new(),
+                    watch: None,
+                    going: None,
                 },
             );
             Ok(())
@@ -882,8 +916,8 @@ impl Provider for Sim {
                 .pools
                 .get_mut(pool)
                 .ok_or_else(|| Sim::not_found(call, pool))?;
-            let n = live_node(&mut p.nodes, node, pool, call)?;
-            sim.terminate(n, now);
+            let i = live_node(p, node, pool, call)?;
+            p.terminate(sim, i, now);
             if decrement {
                 p.size = p.size.saturating_sub(1);
             }
@@ -930,7 +964,9 @@ impl Provider for Sim {
                 .ok_or_else(|| Sim::not_found(call, pool))?;
             let hash = p.template_hash;
             let broken = is_broken(&sim.settings, &p.template);
-            let n = live_node(&mut p.nodes, node, pool, call)?;
+            let i = live_node(p, node, pool, call)?;
+            p.touch(i);
+            let n = &mut p.nodes[i];
             // Same machine, new disk: boot and health start over on the new template.
             n.template = hash;
             n.serial = serial;
