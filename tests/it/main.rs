@@ -19,6 +19,7 @@ mod invalid_corpus;
 mod layering;
 mod loader_never_panics;
 mod loading;
+mod look_cost;
 mod plan_apply_cli;
 mod plan_properties;
 mod plan_snapshots;
