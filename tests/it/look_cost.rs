@@ -15,25 +15,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::{SignedDuration, Timestamp};
 use poolwright::clock::{Clock, ManualClock};
-use poolwright::model::{Node, NodeState, NodeTemplate, ObservedPool};
+use poolwright::model::{Node, NodeState, ObservedPool};
 use poolwright::provider::sim::Sim;
 use poolwright::provider::{PoolChanges, ReportsChanges, SimDrainer};
 use poolwright::reconcile::{EventSink, Executor, Tick};
-use poolwright::rollout::{Budget, Settings, Status};
-use poolwright::spec::types::{Disruption, OnDrainTimeout, OnFailure, SimProvider};
-use poolwright::spec::values::Duration;
+use poolwright::rollout::Status;
+use poolwright::spec::types::SimProvider;
 use poolwright::store::Journal;
 
+use crate::support::rollout_sim::{settings, template};
 use crate::support::world::block_on;
 
 const NODES: u32 = 1000;
-
-fn template(image: &str) -> NodeTemplate {
-    NodeTemplate {
-        image: Some(image.into()),
-        ..NodeTemplate::default()
-    }
-}
 
 /// What the simulator told the executor, counted.
 struct Counted {
@@ -93,24 +86,8 @@ fn a_look_at_a_thousand_node_roll_handles_only_the_nodes_in_flight() {
             })
             .collect(),
     });
-    let (surge, unavailable) = (10, 0);
-    let settings = Settings {
-        size: NODES,
-        budget: Budget { surge, unavailable },
-        min_ready: Duration::secs(10),
-        startup_timeout: Duration::secs(600),
-        drain_timeout: Duration::secs(600),
-        on_drain_timeout: OnDrainTimeout::Fail,
-        on_failure: OnFailure::Pause,
-        max_failed_nodes: 3,
-        canary: false,
-        reimage: false,
-        checkpoints: Vec::new(),
-        progress_deadline: None,
-        waves: false,
-        semantics: Default::default(),
-        disruption: Disruption::default(),
-    };
+    let surge = 10;
+    let settings = settings(NODES, surge, 0);
     let counted = Arc::new(Counted {
         sim: sim.clone(),
         answers: AtomicU64::new(0),
