@@ -5,11 +5,12 @@
 
 pub mod cli;
 pub mod clock;
-pub mod cluster;
 pub mod daemon;
 pub mod desired_dir;
 pub mod files;
 pub mod gitrev;
+pub mod ha;
+pub mod kube;
 pub mod model;
 pub mod plan;
 pub mod policy;

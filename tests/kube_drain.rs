@@ -18,7 +18,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube_cp::ControlPlane;
-use poolwright::cluster::{Cluster, KubeDrainer};
+use poolwright::kube::{Cluster, KubeDrainer};
 use poolwright::model::DrainProgress;
 use poolwright::provider::Drainer;
 use poolwright::spec::types::ClusterSpec;

@@ -21,7 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube_support::ControlPlane;
-use poolwright::cluster::lease::{IdentityGuard, LeaseSettings};
+use poolwright::ha::lease::{IdentityGuard, LeaseSettings};
 use serde_json::Value;
 
 const LEASE_SECS: u64 = 6;
@@ -291,13 +291,16 @@ fn lease_settings(name: &str, identity: &str, guard: &IdentityGuard) -> LeaseSet
 #[test]
 fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
     use poolwright::clock::SystemClock;
-    use poolwright::cluster::lease::{Elector, Role};
-    use poolwright::cluster::shards::Shards;
-    use poolwright::cluster::store::{ClusterStore, Of};
+    use poolwright::ha::lease::{Elector, Role};
+    use poolwright::ha::shards::Shards;
+    use poolwright::ha::store::ClusterStore;
+    use poolwright::store::shared::{Record, SharedHome};
+
+    const WEB: Record = Record::Journal("web");
 
     /// The error of a write that must be refused.
-    async fn refusal(store: &ClusterStore, name: &str, body: &str) -> String {
-        let refused = store.write(name, Of::Journal("web"), body.into()).await;
+    async fn refusal(store: &ClusterStore, body: &str) -> String {
+        let refused = store.write(WEB, body.into()).await;
         format!("{:#}", refused.expect_err("the write was refused"))
     }
 
@@ -310,7 +313,6 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
         let single = |e: &Elector| Arc::new(Shards::single(e.fence.clone()));
         let store_a = ClusterStore::new(client.clone(), "default", "fence", single(&a));
         let store_b = ClusterStore::new(client.clone(), "default", "fence", single(&b));
-        let name = store_a.journal_name("web");
 
         assert!(matches!(a.round().await, Role::Leader { epoch: 0, .. }));
         assert!(
@@ -318,11 +320,8 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
             "{:?}",
             b.role()
         );
-        store_a
-            .write(&name, Of::Journal("web"), "{\"by\": \"a\"}".into())
-            .await
-            .unwrap();
-        let refused = refusal(&store_b, &name, "{\"by\": \"b\"}").await;
+        store_a.write(WEB, "{\"by\": \"a\"}".into()).await.unwrap();
+        let refused = refusal(&store_b, "{\"by\": \"b\"}").await;
         assert!(
             refused.contains("does not hold the leader lease"),
             "{refused}"
@@ -339,18 +338,15 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
             .await
             .unwrap();
         assert!(matches!(b.round().await, Role::Leader { epoch: 1, .. }));
-        store_b
-            .write(&name, Of::Journal("web"), "{\"by\": \"b\"}".into())
-            .await
-            .unwrap();
+        store_b.write(WEB, "{\"by\": \"b\"}".into()).await.unwrap();
 
         // a still holds a term by its own clock, but the ConfigMap carries epoch 1.
         assert!(a.fence.current().is_some());
-        let refused = refusal(&store_a, &name, "{\"by\": \"a, late\"}").await;
+        let refused = refusal(&store_a, "{\"by\": \"a, late\"}").await;
         assert!(refused.contains("newer leader (epoch 1"), "{refused}");
-        assert!(store_a.delete_journal("web").await.is_err());
+        assert!(store_a.delete(WEB).await.is_err());
         assert_eq!(
-            store_b.read(&name).await.unwrap().as_deref(),
+            store_b.read(WEB).await.unwrap().as_deref(),
             Some("{\"by\": \"b\"}")
         );
         // Its next round tells a it follows b; its term is gone.
@@ -374,7 +370,7 @@ fn a_deposed_leader_cannot_overwrite_its_successors_journal() {
 #[test]
 fn a_second_process_with_the_same_identity_is_detected_and_one_stops_acting() {
     use poolwright::clock::SystemClock;
-    use poolwright::cluster::lease::{Elector, Role};
+    use poolwright::ha::lease::{Elector, Role};
 
     let cp = ControlPlane::start();
     runtime().block_on(async {

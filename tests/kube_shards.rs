@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use daemon_support::Daemon;
 use kube_support::ControlPlane;
-use poolwright::cluster::shards::shard_of;
+use poolwright::ha::shards::shard_of;
 use serde_json::Value;
 
 const LEASE_SECS: u64 = 6;

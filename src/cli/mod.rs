@@ -13,6 +13,7 @@ mod forecast_cmd;
 mod plugin_cmd;
 mod rollout_cmd;
 mod saved;
+mod snapshot;
 mod status_cmd;
 mod workflow;
 
@@ -532,24 +533,23 @@ pub struct HaArgs {
     /// daemon holds about S / (live daemons) of them and acts only on their
     /// pools. A pool's shard is fnv1a64(name) mod S. Every daemon must run
     /// with the same S (1 to 256)
-    #[arg(long, requires = "ha", value_name = "S", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::cluster::shards::MAX_SHARDS)))]
+    #[arg(long, requires = "ha", value_name = "S", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ha::shards::MAX_SHARDS)))]
     shards: Option<u32>,
 }
 
 impl HaArgs {
-    fn options(self) -> Option<crate::daemon::ha::HaOptions> {
-        self.ha
-            .map(|HaBackend::Kubernetes| crate::daemon::ha::HaOptions {
-                kubeconfig: self.ha_kubeconfig,
-                context: self.ha_context,
-                namespace: self.ha_namespace,
-                lease: self.ha_lease,
-                identity: self.ha_identity,
-                lease_duration: self.ha_lease_duration,
-                renew_deadline: self.ha_renew_deadline,
-                retry_period: self.ha_retry_period,
-                shards: self.shards,
-            })
+    fn options(self) -> Option<crate::ha::HaOptions> {
+        self.ha.map(|HaBackend::Kubernetes| crate::ha::HaOptions {
+            kubeconfig: self.ha_kubeconfig,
+            context: self.ha_context,
+            namespace: self.ha_namespace,
+            lease: self.ha_lease,
+            identity: self.ha_identity,
+            lease_duration: self.ha_lease_duration,
+            renew_deadline: self.ha_renew_deadline,
+            retry_period: self.ha_retry_period,
+            shards: self.shards,
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::Common;
-use super::workflow::Snapshot;
+use super::snapshot::Snapshot;
 use crate::plan::render::Source;
 use crate::plan::{FORMAT_VERSION, Plan, config_digest, observed_digest};
 use crate::store::Inventory;

@@ -34,7 +34,7 @@ pub(super) fn status(state_dir: &Path, url: Option<&str>, output: Output) -> any
 
 /// Who holds which shard, grouped by daemon: a pool of a shard held
 /// elsewhere is acted on (and its progress best shown) by that daemon.
-fn render_shards(s: &crate::daemon::board::ShardsStatus, me: &str) -> String {
+fn render_shards(s: &crate::ha::ShardsStatus, me: &str) -> String {
     let mut by: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for h in &s.shards {
         let who = match &h.holder {

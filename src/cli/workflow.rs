@@ -5,83 +5,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::saved::SavedPlan;
+use super::snapshot::{Planned, load, load_and_plan, options, runtime, snapshot, source_of};
 use super::{Common, Output, exit};
 use crate::clock::{Clock, SystemClock};
 use crate::model::EventKind;
-use crate::plan::render::{Source, Style, render_json, render_text};
-use crate::plan::{self, Observed, Plan, PlanOptions};
-use crate::provider::Providers;
-use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan, observe};
-use crate::spec::{Config, Limits};
-use crate::store::{Inventory, Journal, StateDir, StateLock};
+use crate::plan::render::{Style, render_json, render_text};
+use crate::plan::{self, Plan, PlanOptions};
+use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan};
+use crate::store::{Journal, StateDir, StateLock};
 
 fn style(common: &Common) -> Style {
     let no_color = common.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     Style {
         color: !no_color && std::io::stdout().is_terminal(),
-    }
-}
-
-/// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
-fn load(dir: &Path) -> Option<Config> {
-    let report = crate::desired_dir::load_dir(dir, &Limits::default());
-    for d in &report.diagnostics {
-        eprintln!("{d}");
-    }
-    if report.config.is_none() {
-        eprintln!(
-            "{} is invalid: {} error(s); nothing was changed",
-            dir.display(),
-            report.errors().count()
-        );
-    }
-    report.config
-}
-
-pub(super) fn source_of(dir: &Path) -> Source {
-    Source {
-        dir: dir.display().to_string(),
-        revision: crate::gitrev::revision(dir),
-    }
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
-}
-
-/// Everything a plan is computed from.
-pub(super) struct Snapshot {
-    pub config: Config,
-    pub providers: Providers,
-    pub inventory: Inventory,
-    pub observed: Observed,
-}
-
-pub(super) async fn snapshot(
-    config: Config,
-    state: &StateDir,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<Snapshot> {
-    let providers = Providers::build(&config, &state.root, clock.clone());
-    let inventory = Inventory::load(&state.inventory())?;
-    let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
-    observed.rollouts = Journal::new(state.journal_dir()).all().await?;
-    Ok(Snapshot {
-        config,
-        providers,
-        inventory,
-        observed,
-    })
-}
-
-fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
-    PlanOptions {
-        prune: common.prune,
-        now: clock.now(),
-        override_disruption: false,
     }
 }
 
@@ -107,7 +43,7 @@ fn record_overrides(
             policy: policy.clone(),
         };
         crate::store::overrides::append(&state.root, &record)?;
-        sink.emit(crate::reconcile::Event {
+        sink.emit(crate::model::Event {
             ts: record.at,
             pool: p.pool.clone(),
             event: EventKind::DisruptionPolicyOverridden,
@@ -119,37 +55,6 @@ fn record_overrides(
         });
     }
     Ok(())
-}
-
-/// A plan of the desired state in `dir` against the pools as observed now.
-pub(super) struct Planned {
-    pub clock: Arc<dyn Clock>,
-    pub state: StateDir,
-    pub snap: Snapshot,
-    pub plan: Plan,
-}
-
-/// Load (printing diagnostics; `None` when invalid), observe and plan, as
-/// `plan` and `forecast` both start.
-pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Option<Planned>> {
-    let Some(config) = load(dir) else {
-        return Ok(None);
-    };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let state = StateDir::new(&common.state_dir);
-    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
-    let plan = plan::plan(
-        &snap.config,
-        &snap.observed,
-        &snap.inventory,
-        &options(common, clock.as_ref()),
-    );
-    Ok(Some(Planned {
-        clock,
-        state,
-        snap,
-        plan,
-    }))
 }
 
 pub(super) fn plan(
@@ -211,7 +116,7 @@ pub(super) fn plan(
 }
 
 /// One line per step on a terminal: the pool's progress as a bar, and the step.
-fn progress_line(e: &crate::reconcile::Event) {
+fn progress_line(e: &crate::model::Event) {
     let Some(c) = e.counts else {
         eprintln!("  {:<12} {}: {}", e.pool, e.event, e.message);
         return;

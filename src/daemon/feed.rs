@@ -17,8 +17,8 @@ use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
 use super::board::Board;
+use crate::model::Event;
 use crate::model::{NodeState, ObservedPool, TemplateHash};
-use crate::reconcile::Event;
 
 /// Events kept per pool: a 1,000-node roll makes about six per node, and the
 /// page draws the most recent nodes, so a few thousand cover what it shows.

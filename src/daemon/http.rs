@@ -7,9 +7,7 @@
 //! served on the control socket, and on TCP only with the bearer token (see
 //! [`super::access`] for who may ask what).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -18,66 +16,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::access::{Denied, Peer, TcpRules, check_not_cross_site};
-use super::board::Board;
-use super::feed::Feed;
-use super::metrics::Metrics;
-use super::reconciler::LatestPlan;
+use super::access::{Denied, Peer, check_not_cross_site};
 use super::reconciler::{ControlAction, ControlRefusal, ControlRequest};
+use super::shared::HttpState;
 use super::web;
-
-#[derive(Clone)]
-pub struct HttpState {
-    pub board: Arc<Board>,
-    pub metrics: Arc<Metrics>,
-    pub latest_plan: LatestPlan,
-    /// Numbered events and the live stream (`/v1/events/stream`, the page).
-    pub feed: Arc<Feed>,
-    /// The pool page's forecasts.
-    pub forecasts: Arc<web::forecast::PageForecasts>,
-    pub control: mpsc::UnboundedSender<ControlRequest>,
-    pub heartbeat: Arc<Heartbeat>,
-    /// The TCP listener's rules; `None` on the control socket.
-    pub tcp: Option<Arc<TcpRules>>,
-    /// A request's body must arrive within this (`--header-timeout`): a
-    /// client announcing a body and sending nothing holds no connection slot.
-    pub body_timeout: Duration,
-}
-
-/// When the reconcile loop last turned, for liveness and the systemd watchdog.
-pub struct Heartbeat {
-    origin: Instant,
-    last_ms: AtomicU64,
-    /// Longer than this without a turn is a stuck loop.
-    pub bound: Duration,
-}
-
-impl Heartbeat {
-    pub fn new(bound: Duration) -> Self {
-        Heartbeat {
-            origin: Instant::now(),
-            last_ms: AtomicU64::new(0),
-            bound,
-        }
-    }
-
-    pub fn beat(&self) {
-        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// How long since the last turn.
-    pub fn age(&self) -> Duration {
-        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-        self.origin.elapsed().saturating_sub(last)
-    }
-
-    pub fn alive(&self) -> bool {
-        self.age() <= self.bound
-    }
-}
 
 /// The routes; on TCP (`state.tcp` set) every request must name this
 /// listener in `Host`.

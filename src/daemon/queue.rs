@@ -12,7 +12,61 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use jiff::Timestamp;
 
-use super::reconciler::Trigger;
+/// What caused a reconcile (a label on the reconciles metric).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Startup,
+    /// The watcher saw the desired state (or, in git mode, the repository) change.
+    Files,
+    /// SIGHUP.
+    Reload,
+    /// The periodic full resync.
+    Resync,
+    /// A pool's worker finished.
+    PoolDone,
+    /// A pause or resume changed a rollout.
+    Control,
+    /// This daemon took the leader lease, or lost it (`--ha kubernetes`).
+    Leadership,
+    /// Something became due (a window opening, a retry, nodes settling): plan
+    /// again with the desired state in force.
+    Wake,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Startup => "startup",
+            Trigger::Files => "files",
+            Trigger::Reload => "reload",
+            Trigger::Resync => "resync",
+            Trigger::PoolDone => "pool-done",
+            Trigger::Control => "control",
+            Trigger::Leadership => "leadership",
+            Trigger::Wake => "wake",
+        }
+    }
+
+    fn reloads(self) -> bool {
+        matches!(
+            self,
+            Trigger::Startup
+                | Trigger::Files
+                | Trigger::Reload
+                | Trigger::Resync
+                | Trigger::Leadership
+        )
+    }
+
+    /// When several triggers are pending, the one that does the most wins.
+    pub fn merge(self, other: Trigger) -> Trigger {
+        if other.reloads() && !self.reloads() {
+            other
+        } else {
+            self
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct WorkQueue {

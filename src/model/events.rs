@@ -1,8 +1,12 @@
 //! What an event reports: one name per kind of step, as written in the event
-//! log (`"event": "drain_started"`) and in logs. The step function names its
-//! notes with these too, so every event has one spelling, pinned by a test.
+//! log (`"event": "drain_started"`) and in logs, and the event itself (the
+//! pool, its counts, a message). The step function names its notes with
+//! these too, so every event has one spelling, pinned by a test. The shell's
+//! `EventSink` writes and shows them.
 
 use serde::{Deserialize, Serialize};
+
+use super::{NodeState, ObservedPool, TemplateHash};
 
 macro_rules! event_kinds {
     ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
@@ -67,6 +71,60 @@ event_kinds! {
     RolloutPaused = "rollout_paused",
     RolloutResumed = "rollout_resumed",
     DisruptionPolicyOverridden = "disruption_policy_overridden",
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub desired: u32,
+    pub total: u32,
+    pub available: u32,
+    pub updated: u32,
+    pub outdated: u32,
+}
+
+impl Counts {
+    pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
+        let live: Vec<_> = pool.live_nodes().collect();
+        Counts {
+            desired: pool.size,
+            total: live.len() as u32,
+            available: live
+                .iter()
+                .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
+                .count() as u32,
+            updated: live.iter().filter(|n| n.template == desired).count() as u32,
+            outdated: live.iter().filter(|n| n.template != desired).count() as u32,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub ts: jiff::Timestamp,
+    pub pool: String,
+    pub event: EventKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
+    pub message: String,
+    /// The desired state's git revision (`branch@sha`), stamped by the sink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Which daemon acted, under which term of the pool's lease (`run --ha`),
+    /// stamped by the sink.
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub by: Option<Actor>,
+}
+
+/// The daemon an event comes from and its term (the epoch of the lease of
+/// the pool's shard, or of the leader lease), when it holds one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    pub daemon: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i32>,
 }
 
 impl std::fmt::Display for EventKind {

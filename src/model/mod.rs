@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 // The spec's launch template reference and taint are plain data already.
 use crate::spec::types::NodePoolDoc;
 pub use crate::spec::types::{LaunchTemplateRef as LaunchTemplate, Taint};
-pub use events::EventKind;
+pub use events::{Actor, Counts, Event, EventKind};
 
 /// Identifies the disruptive part of a template. A node whose hash differs from
 /// its pool's desired hash is outdated and must be replaced.

@@ -102,19 +102,6 @@ fn tz_of(w: &Window) -> TimeZone {
     TimeZone::get(w.timezone.as_str()).unwrap_or(TimeZone::UTC)
 }
 
-/// Parse a five-field cron expression in the IANA zone `tz`.
-pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, String> {
-    cronexpr::parse_crontab(&format!("{expr} {tz}")).map_err(|e| {
-        // cronexpr quotes the input and puts the reason after a caret: keep the reason.
-        let text = e.to_string();
-        text.lines()
-            .rev()
-            .find_map(|l| l.trim_start().strip_prefix("^ "))
-            .unwrap_or(text.lines().next().unwrap_or("invalid cron expression"))
-            .to_string()
-    })
-}
-
 /// A cron window's schedule. The expression is matched against local wall-clock
 /// time: it is parsed in UTC and asked about civil times, and each matching local
 /// time becomes an instant by the weekly windows' rule (moved forward over a
@@ -135,7 +122,7 @@ impl CronWindow {
     fn of(w: &Window) -> Option<CronWindow> {
         let expr = w.cron.as_ref()?;
         Some(CronWindow {
-            tab: parse_cron(expr.as_str(), "UTC").ok()?,
+            tab: crate::spec::values::parse_cron(expr.as_str(), "UTC").ok()?,
             tz: tz_of(w),
         })
     }

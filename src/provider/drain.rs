@@ -13,12 +13,25 @@ use jiff::Timestamp;
 use super::sim::Sim;
 use crate::model::DrainProgress;
 
+/// A Kubernetes call that failed: what was asked, of which cluster, and the
+/// API server's answer. (Here, beside the `Drainer` whose errors carry it:
+/// the Kubernetes drainer implements that trait.)
+#[derive(Debug, thiserror::Error)]
+#[error("{call} in cluster {cluster}: {source}")]
+pub struct ClusterError {
+    /// `list nodes`, `cordon node web-3`, `delete pod default/web-1`...
+    pub call: String,
+    pub cluster: String,
+    #[source]
+    pub source: kube::Error,
+}
+
 /// A cordon, an uncordon or a forced drain that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {
     /// The Kubernetes API refused or could not be reached.
     #[error(transparent)]
-    Cluster(#[from] crate::cluster::ClusterError),
+    Cluster(#[from] ClusterError),
     /// The simulator refused (its node is gone).
     #[error(transparent)]
     Provider(#[from] super::ProviderError),

@@ -9,7 +9,7 @@ pub mod instrumented;
 pub mod registry;
 pub mod sim;
 
-pub use drain::{DrainError, Drainer, NoDrain, SimDrainer};
+pub use drain::{ClusterError, DrainError, Drainer, NoDrain, SimDrainer};
 pub use instrumented::CallObserver;
 pub use registry::Providers;
 

@@ -4,11 +4,12 @@
 
 use std::sync::Mutex;
 
-use super::events::{Counts, Event, EventSink};
+use super::events::EventSink;
 use super::executor::Executor;
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
+use crate::model::{Counts, Event};
 use crate::model::{EventKind, PoolSpec};
 use crate::plan::{Plan, PoolPlan, Step};
 use crate::provider::{OpKey, Provider, Providers};
@@ -34,7 +35,7 @@ pub enum StepError {
     #[error(transparent)]
     Executor(#[from] super::executor::ExecutorError),
     #[error("{0}; no node was replaced")]
-    Cluster(#[from] crate::cluster::ConnectError),
+    Cluster(#[from] crate::kube::ConnectError),
     #[error(
         "the roll reimages nodes in place, but provider {0:?} cannot reimage nodes; no node was replaced"
     )]
@@ -477,8 +478,8 @@ async fn attach_cluster(
         return Ok((provider, ctx.providers.drainer(&p.provider)));
     };
     let attached =
-        crate::cluster::attach::connect(ctx.config, &p.provider, name.as_str(), provider).await?;
-    let drainer = std::sync::Arc::new(crate::cluster::KubeDrainer::new(attached.cluster().clone()));
+        crate::kube::attach::connect(ctx.config, &p.provider, name.as_str(), provider).await?;
+    let drainer = std::sync::Arc::new(crate::kube::KubeDrainer::new(attached.cluster().clone()));
     Ok((std::sync::Arc::new(attached), drainer))
 }
 

@@ -2,67 +2,12 @@
 
 use std::sync::Mutex;
 
-use serde::Serialize;
-
-use crate::model::{EventKind, NodeState, ObservedPool, TemplateHash};
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Counts {
-    pub desired: u32,
-    pub total: u32,
-    pub available: u32,
-    pub updated: u32,
-    pub outdated: u32,
-}
-
-impl Counts {
-    pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
-        let live: Vec<_> = pool.live_nodes().collect();
-        Counts {
-            desired: pool.size,
-            total: live.len() as u32,
-            available: live
-                .iter()
-                .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
-                .count() as u32,
-            updated: live.iter().filter(|n| n.template == desired).count() as u32,
-            outdated: live.iter().filter(|n| n.template != desired).count() as u32,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Event {
-    pub ts: jiff::Timestamp,
-    pub pool: String,
-    pub event: EventKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub counts: Option<Counts>,
-    pub message: String,
-    /// The desired state's git revision (`branch@sha`), stamped by the sink.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-    /// Which daemon acted, under which term of the pool's lease (`run --ha`),
-    /// stamped by the sink.
-    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
-    pub by: Option<Actor>,
-}
-
-/// The daemon an event comes from and its term (the epoch of the lease of
-/// the pool's shard, or of the leader lease), when it holds one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Actor {
-    pub daemon: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub epoch: Option<i32>,
-}
+use crate::model::events::{Actor, Event};
 
 /// Where events go: a JSONL file (flushed per line, so a crash loses nothing
 /// already reported) and/or memory (tests).
 type Observer = Box<dyn Fn(&Event) + Send + Sync>;
+type Stamp = Box<dyn Fn(&str) -> Actor + Send + Sync>;
 
 #[derive(Default)]
 pub struct EventSink {
@@ -70,8 +15,8 @@ pub struct EventSink {
     memory: Option<Mutex<Vec<Event>>>,
     observers: Vec<Observer>,
     revision: std::sync::RwLock<Option<String>>,
-    /// This daemon's identity and its leases (`run --ha`).
-    actor: std::sync::OnceLock<(String, std::sync::Arc<crate::cluster::shards::Shards>)>,
+    /// Who acted on a pool (`run --ha`: this daemon and its term of the pool's lease).
+    actor: std::sync::OnceLock<Stamp>,
 }
 
 impl EventSink {
@@ -117,27 +62,18 @@ impl EventSink {
         *self.revision.write().unwrap_or_else(|p| p.into_inner()) = revision;
     }
 
-    /// Stamp every later event with this daemon's identity and the epoch of
-    /// the lease that lets it act on the event's pool.
-    pub fn stamp_with(
-        &self,
-        identity: String,
-        shards: std::sync::Arc<crate::cluster::shards::Shards>,
-    ) {
-        let _ = self.actor.set((identity, shards));
+    /// Stamp every later event with the actor `stamp` names for its pool
+    /// (this daemon's identity, and the epoch of the lease that lets it act
+    /// on the pool).
+    pub fn stamp_with(&self, stamp: impl Fn(&str) -> Actor + Send + Sync + 'static) {
+        let _ = self.actor.set(Box::new(stamp));
     }
 
     pub fn emit(&self, mut event: Event) {
         if event.by.is_none()
-            && let Some((daemon, shards)) = self.actor.get()
+            && let Some(stamp) = self.actor.get()
         {
-            event.by = Some(Actor {
-                daemon: daemon.clone(),
-                epoch: shards
-                    .fence(shards.of(&event.pool))
-                    .current()
-                    .map(|t| t.epoch),
-            });
+            event.by = Some(stamp(&event.pool));
         }
         if event.revision.is_none() {
             event.revision = self

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::events::{Counts, Event, EventSink};
+use super::events::EventSink;
 use super::retry::with_retry;
 use super::stop::Stop;
 use crate::clock::Clock;
+use crate::model::{Counts, Event};
 use crate::model::{EventKind, NodeState, NodeTemplate, ObservedPool, TemplateHash};
 use crate::provider::{Drainer, ErrorKind, Provider, ProviderError, ReportsChanges};
 use crate::rollout::decide::{

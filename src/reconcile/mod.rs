@@ -13,7 +13,7 @@ pub mod retry;
 pub mod stop;
 
 pub use apply::{ApplyContext, ApplyOutcome, apply_plan, apply_pool};
-pub use events::{Counts, Event, EventSink};
+pub use events::EventSink;
 pub use executor::{Executor, ExecutorError, Tick};
 pub use observe::observe;
 pub use stop::Stop;

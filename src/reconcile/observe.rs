@@ -107,7 +107,7 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
             continue;
         };
         let attached =
-            match crate::cluster::attach::connect(config, provider, cluster, p.clone()).await {
+            match crate::kube::attach::connect(config, provider, cluster, p.clone()).await {
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!("{e}; pools seen without their cluster");

@@ -9,7 +9,9 @@ use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
 
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::located::{At, LineOffset, Pos};
-use super::types::{API_VERSION, ClusterDoc, DisruptionPolicyDoc, KINDS, NodePoolDoc, ProviderDoc};
+use super::types::{
+    API_VERSION, ClusterDoc, DisruptionPolicyDoc, FleetRolloutDoc, KINDS, NodePoolDoc, ProviderDoc,
+};
 
 /// Name of a gitignore-style file that excludes paths from loading (for example
 /// sub-directories holding examples for other providers).
@@ -54,6 +56,7 @@ pub enum Document {
     Cluster(ClusterDoc),
     NodePool(Box<NodePoolDoc>),
     DisruptionPolicy(DisruptionPolicyDoc),
+    FleetRollout(Box<FleetRolloutDoc>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -436,6 +439,9 @@ fn parse_document(
             "Cluster" => Document::Cluster(serde_saphyr::from_str_with_options(text, opts)?),
             "DisruptionPolicy" => {
                 Document::DisruptionPolicy(serde_saphyr::from_str_with_options(text, opts)?)
+            }
+            "FleetRollout" => {
+                Document::FleetRollout(Box::new(serde_saphyr::from_str_with_options(text, opts)?))
             }
             _ => Document::NodePool(Box::new(serde_saphyr::from_str_with_options(text, opts)?)),
         })

@@ -5,6 +5,7 @@ pub mod diag;
 pub mod load;
 pub mod located;
 pub mod schema;
+pub mod staging;
 pub mod types;
 pub mod validate;
 pub mod values;

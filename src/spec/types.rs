@@ -36,9 +36,16 @@ kind_marker!(ProviderKind, "Provider");
 kind_marker!(ClusterKind, "Cluster");
 kind_marker!(NodePoolKind, "NodePool");
 kind_marker!(DisruptionPolicyKind, "DisruptionPolicy");
+kind_marker!(FleetRolloutKind, "FleetRollout");
 
 /// The kinds this release understands, in the order they are documented.
-pub const KINDS: &[&str] = &["Provider", "Cluster", "NodePool", "DisruptionPolicy"];
+pub const KINDS: &[&str] = &[
+    "Provider",
+    "Cluster",
+    "NodePool",
+    "DisruptionPolicy",
+    "FleetRollout",
+];
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -246,9 +253,11 @@ pub struct SimFailures {
     #[serde(default)]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub drain_blocked: f64,
-    /// Images whose nodes never become healthy (a bad release).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub broken_images: Vec<String>,
+    /// Images whose nodes never become healthy (a bad release), so that a
+    /// demo or a test can roll a bad image to part of the fleet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "brokenImages")]
+    #[schemars(length(max = 256))]
+    pub bad_images: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -925,6 +934,158 @@ impl Window {
     }
 }
 
+// ---------------------------------------------------------------- FleetRollout
+
+/// A change across pools, staged: which pools it governs, in which stages
+/// they roll, how many at once, when the whole change halts, and which
+/// metrics must hold between stages.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetRolloutDoc {
+    pub api_version: ApiVersion,
+    pub kind: FleetRolloutKind,
+    pub metadata: Metadata,
+    pub spec: At<FleetRolloutSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetRolloutSpec {
+    /// The pools it governs, by their `metadata.labels`; every pool when
+    /// omitted. A pool is governed by at most one FleetRollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<At<Selector>>,
+    /// Most pools of one change rolling at once, across every provider: a
+    /// count, or a percentage of the governed pools (rounded down, at least
+    /// 1). No limit when omitted (each provider's `--parallelism` still holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_pools: Option<At<IntOrPercent>>,
+    /// In order. A stage's pools are its selector's, or enough further pools
+    /// to reach its cumulative share; the last stage takes the rest.
+    pub stages: At<Vec<At<Stage>>>,
+    #[serde(default)]
+    pub halt: Halt,
+    /// Metrics that must hold during every soak and before each stage starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<At<Gate>>,
+}
+
+/// Pools by label: every `matchLabels` pair must be among the pool's
+/// `metadata.labels`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Selector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl Selector {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Stage {
+    /// Unique within the FleetRollout. Lower-case letters, digits and `-`.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: At<String>,
+    /// The pools of this stage, by label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<At<Selector>>,
+    /// The share of the governed pools rolled once this stage is done,
+    /// counting earlier stages (like an Auto Scaling group's checkpoints): a
+    /// count, or a percentage rounded up. Further pools are taken in the
+    /// order of a hash of their names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<At<IntOrPercent>>,
+    /// How long the stage's pools run on the new template, with every gate
+    /// holding, before the next stage starts. None when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<At<Duration>>,
+}
+
+/// When a change stops fleet-wide.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Halt {
+    /// Pools of one change that fail, degrade or roll back before it halts.
+    #[serde(default = "Halt::one")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub failed_pools: At<i64>,
+    /// What the change's pools do when it halts.
+    #[serde(default)]
+    pub on_halt: OnHalt,
+}
+
+impl Halt {
+    fn one() -> At<i64> {
+        At::bare(1)
+    }
+}
+
+impl Default for Halt {
+    fn default() -> Self {
+        Halt {
+            failed_pools: Halt::one(),
+            on_halt: OnHalt::Hold,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OnHalt {
+    /// Pools not started never start; pools in flight stop at their next
+    /// safe point; nothing is undone.
+    #[default]
+    Hold,
+    /// As `hold`, and every pool the change rolled (or was rolling) goes back
+    /// to the template it had, through its rollout budget.
+    Rollback,
+}
+
+/// A condition on a metric that must hold.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Gate {
+    /// Unique within the FleetRollout. Lower-case letters, digits and `-`.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: At<String>,
+    pub prometheus: At<PrometheusGate>,
+    /// How long it must hold without a break (default 0s: one reading).
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub hold_for: Option<At<Duration>>,
+    /// How often it is evaluated (default 15s; 1s to 10m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<At<Duration>>,
+}
+
+/// A PromQL query against a Prometheus HTTP API (`/api/v1/query`). It holds
+/// when the result is a non-empty vector (or a non-zero scalar): write the
+/// condition into the query, e.g. `sum(rate(errors[5m])) < 1`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrometheusGate {
+    /// The server's base URL, http or https, e.g. http://prometheus:9090.
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: At<String>,
+    #[schemars(length(min = 1, max = 8192))]
+    pub query: At<String>,
+    /// How long one query may take (default 10s; at most 60s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<At<Duration>>,
+}
+
 // ---------------------------------------------------------------- Lifecycle
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -972,4 +1133,5 @@ pub enum AnyDocument {
     Cluster(ClusterDoc),
     NodePool(NodePoolDoc),
     DisruptionPolicy(DisruptionPolicyDoc),
+    FleetRollout(FleetRolloutDoc),
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::load::{self, Document, Limits, SourceFile, Sourced};
 use super::located::{At, Pos};
+use super::staging::{self, FleetStages, Problem, StageRule, Staging};
 use super::types::*;
 use super::values::{Duration, IntOrPercent, MAX_POOL_SIZE, MAX_QUOTA, MAX_SURGE_PERCENT};
 
@@ -29,6 +30,10 @@ pub struct Config {
     /// Shared disruption schedules (`kind: DisruptionPolicy`), already resolved
     /// into the pools that reference them.
     pub policies: BTreeMap<String, Entry<DisruptionPolicyDoc>>,
+    /// Changes across pools, staged (`kind: FleetRollout`).
+    pub fleets: BTreeMap<String, Entry<FleetRolloutDoc>>,
+    /// Which FleetRollout governs each pool, and in which stage it rolls.
+    pub staging: Staging,
 }
 
 /// What loading a directory produced: the config when it is valid, and every
@@ -147,6 +152,11 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
                 let name = d.metadata.name.clone();
                 insert_unique(&mut c, &mut config.pools, "NodePool", name, pos, *d);
             }
+            Document::FleetRollout(d) => {
+                check_fleet(&mut c, &d);
+                let name = d.metadata.name.clone();
+                insert_unique(&mut c, &mut config.fleets, "FleetRollout", name, pos, *d);
+            }
             Document::DisruptionPolicy(d) => {
                 // A shared policy must make sense on its own, whoever uses it.
                 check_rules(&mut c, &d.spec.value, d.spec.pos, false);
@@ -165,7 +175,319 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
     }
     check_references(&config, diags);
     resolve_disruption(&mut config, diags);
+    resolve_staging(&mut config, diags);
     config
+}
+
+/// Most stages and gates a FleetRollout may have.
+const MAX_STAGES: usize = 100;
+const MAX_GATES: usize = 16;
+/// Most pools a count in a FleetRollout may name.
+const MAX_FLEET_POOLS: i64 = 1_000_000;
+
+/// A FleetRollout's own values: bounds, names, URLs.
+fn check_fleet(c: &mut Checker, d: &FleetRolloutDoc) {
+    let spec = &d.spec;
+    let at = spec.pos;
+    let count_or_share = |c: &mut Checker, field: &str, v: &At<IntOrPercent>| match v.value {
+        IntOrPercent::Int(n) if !(1..=MAX_FLEET_POOLS).contains(&n) => c.error(
+            v.pos.or(at),
+            format!("{field} must be 1 to {MAX_FLEET_POOLS} pools, got {n}"),
+        ),
+        IntOrPercent::Percent(p) if !(1..=100).contains(&p) => c.error(
+            v.pos.or(at),
+            format!("{field} must be 1% to 100%, got {p}%"),
+        ),
+        _ => {}
+    };
+    if let Some(m) = &spec.max_concurrent_pools {
+        count_or_share(c, "maxConcurrentPools", m);
+    }
+    let failed = &spec.halt.failed_pools;
+    if !(1..=100_000).contains(&failed.value) {
+        c.error(
+            failed.pos.or(at),
+            format!(
+                "halt.failedPools must be 1 to 100000 pools, got {}",
+                failed.value
+            ),
+        );
+    }
+    let stages = &spec.stages;
+    if stages.is_empty() {
+        c.error(
+            stages.pos.or(at),
+            "stages must name at least one stage (the last one takes every governed pool)",
+        );
+    } else if stages.len() > MAX_STAGES {
+        c.error(
+            stages.pos.or(at),
+            format!("at most {MAX_STAGES} stages, got {}", stages.len()),
+        );
+    }
+    let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
+    for (i, stage) in stages.iter().enumerate() {
+        let pos = stage.name.pos.or(stage.pos).or(at);
+        check_name(c, &stage.name);
+        if let Some(first) = names.insert(stage.name.as_str(), pos) {
+            c.error(
+                pos,
+                format!(
+                    "duplicate stage {:?}: first named at {}",
+                    stage.name.value, first
+                ),
+            );
+        }
+        if let Some(share) = &stage.pools {
+            count_or_share(c, "pools", share);
+        }
+        if i + 1 == stages.len() && (stage.selector.is_some() || stage.pools.is_some()) {
+            let field = if stage.selector.is_some() {
+                "selector"
+            } else {
+                "pools"
+            };
+            let p = stage
+                .selector
+                .as_ref()
+                .map(|s| s.pos)
+                .or(stage.pools.as_ref().map(|s| s.pos))
+                .unwrap_or(pos)
+                .or(pos);
+            c.error(
+                p,
+                format!(
+                    "the last stage ({:?}) takes every governed pool not in an earlier stage: remove its {field}, or add a stage after it",
+                    stage.name.value
+                ),
+            );
+        }
+    }
+    if spec.gates.len() > MAX_GATES {
+        c.error(
+            spec.gates[MAX_GATES].pos.or(at),
+            format!("at most {MAX_GATES} gates, got {}", spec.gates.len()),
+        );
+    }
+    let mut gate_names: BTreeMap<&str, Pos> = BTreeMap::new();
+    for gate in &spec.gates {
+        let pos = gate.name.pos.or(gate.pos).or(at);
+        check_name(c, &gate.name);
+        if let Some(first) = gate_names.insert(gate.name.as_str(), pos) {
+            c.error(
+                pos,
+                format!(
+                    "duplicate gate {:?}: first named at {}",
+                    gate.name.value, first
+                ),
+            );
+        }
+        let prom = &gate.prometheus;
+        let url = &prom.url;
+        match url::Url::parse(url.as_str()) {
+            Ok(u) if !matches!(u.scheme(), "http" | "https") => c.error(
+                url.pos.or(prom.pos),
+                format!(
+                    "prometheus.url must be http or https, got {:?}",
+                    u.scheme()
+                ),
+            ),
+            Ok(u) if u.host_str().is_none() => c.error(
+                url.pos.or(prom.pos),
+                "prometheus.url must name a host",
+            ),
+            Ok(u) if !u.username().is_empty() || u.password().is_some() => c.error(
+                url.pos.or(prom.pos),
+                "prometheus.url must not carry credentials: desired-state files are read by every reviewer",
+            ),
+            Ok(u) if u.query().is_some() || u.fragment().is_some() => c.error(
+                url.pos.or(prom.pos),
+                "prometheus.url is the server's base URL (e.g. http://prometheus:9090): no query or fragment",
+            ),
+            Ok(_) => {}
+            Err(e) => c.error(
+                url.pos.or(prom.pos),
+                format!("prometheus.url {:?} is not a URL: {e}", url.value),
+            ),
+        }
+        if url.len() > 2048 {
+            c.error(
+                url.pos.or(prom.pos),
+                "prometheus.url is longer than 2048 bytes",
+            );
+        }
+        let query = &prom.query;
+        if query.trim().is_empty() {
+            c.error(query.pos.or(prom.pos), "prometheus.query must not be empty");
+        } else if query.len() > 8192 {
+            c.error(
+                query.pos.or(prom.pos),
+                format!("prometheus.query is {} bytes; at most 8192", query.len()),
+            );
+        }
+        let within = |c: &mut Checker, field: &str, v: &Option<At<Duration>>, lo: u64, hi: u64| {
+            if let Some(v) = v {
+                let secs = v.value.as_std().as_secs_f64();
+                if secs < lo as f64 || secs > hi as f64 {
+                    c.error(
+                        v.pos.or(pos),
+                        format!(
+                            "{field} must be {} to {}, got {}",
+                            Duration::secs(lo),
+                            Duration::secs(hi),
+                            v.value
+                        ),
+                    );
+                }
+            }
+        };
+        within(c, "for", &gate.hold_for, 0, 24 * 3600);
+        within(c, "interval", &gate.interval, 1, 600);
+        within(c, "prometheus.timeout", &prom.timeout, 1, 60);
+    }
+}
+
+/// Which FleetRollout governs each pool, and each stage's pools: a pool
+/// governed twice, two stages claiming one pool and an empty stage are errors.
+fn resolve_staging(config: &mut Config, diags: &mut Vec<Diagnostic>) {
+    let mut staging = Staging::default();
+    // Who governs each pool: the first FleetRollout (by name) that selects it.
+    let mut governed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut twice: Vec<(&str, &str, &str)> = Vec::new();
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for (fleet, e) in &config.fleets {
+        let selector = e.doc.spec.selector.as_ref().map(|s| &s.value);
+        for (pool, p) in &config.pools {
+            if selector.is_none_or(|s| s.matches(&p.doc.metadata.labels)) {
+                match owner.get(pool.as_str()) {
+                    Some(first) => twice.push((pool, first, fleet)),
+                    None => {
+                        owner.insert(pool, fleet);
+                        governed.entry(fleet).or_default().push(pool);
+                    }
+                }
+            }
+        }
+    }
+    // A pool governed twice: said once per pair of FleetRollouts, with the
+    // first few pools (a selector mistake can match thousands).
+    let mut pairs: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for (pool, first, second) in twice {
+        pairs.entry((first, second)).or_default().push(pool);
+    }
+    for ((first, second), pools) in pairs {
+        let e = &config.fleets[second];
+        let pos = e
+            .doc
+            .spec
+            .selector
+            .as_ref()
+            .map_or(e.pos, |s| s.pos.or(e.pos));
+        let shown: Vec<&str> = pools.iter().take(5).copied().collect();
+        let more = pools.len().saturating_sub(shown.len());
+        diags.push(Diagnostic::error(
+            &e.file,
+            pos,
+            format!(
+                "FleetRollout {second:?} selects pool(s) {}{} that FleetRollout {first:?} already governs: a pool is governed by at most one FleetRollout",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    for (fleet, e) in &config.fleets {
+        let spec = &e.doc.spec;
+        let pools: Vec<(&str, &BTreeMap<String, String>)> = governed
+            .get(fleet.as_str())
+            .map(|names| {
+                names
+                    .iter()
+                    .map(|n| (*n, &config.pools[*n].doc.metadata.labels))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let rules: Vec<StageRule> = spec
+            .stages
+            .iter()
+            .map(|s| StageRule {
+                selector: s.selector.as_ref().map(|x| &x.value),
+                share: s.pools.as_ref().map(|x| x.value),
+            })
+            .collect();
+        let (stages, problems) = staging::assign(&pools, &rules);
+        let stage_pos = |i: usize| {
+            spec.stages
+                .get(i)
+                .map_or(spec.pos, |s| s.name.pos.or(s.pos).or(spec.pos))
+        };
+        let stage_name = |i: usize| {
+            spec.stages
+                .get(i)
+                .map_or(String::new(), |s| s.name.value.clone())
+        };
+        let mut overlaps: BTreeMap<(usize, usize), Vec<String>> = BTreeMap::new();
+        for p in problems {
+            match p {
+                Problem::Overlap {
+                    pool,
+                    first,
+                    second,
+                } => overlaps.entry((first, second)).or_default().push(pool),
+                Problem::Empty { stage, why } => diags.push(Diagnostic::error(
+                    &e.file,
+                    stage_pos(stage),
+                    format!(
+                        "stage {:?} of FleetRollout {fleet:?} holds no pool: {why}",
+                        stage_name(stage)
+                    ),
+                )),
+            }
+        }
+        for ((first, second), pools) in overlaps {
+            let shown: Vec<&str> = pools.iter().take(5).map(String::as_str).collect();
+            diags.push(Diagnostic::error(
+                &e.file,
+                stage_pos(second),
+                format!(
+                    "stages {:?} and {:?} both select pool(s) {}{}: a pool rolls in one stage",
+                    stage_name(first),
+                    stage_name(second),
+                    shown.join(", "),
+                    match pools.len() - shown.len() {
+                        0 => String::new(),
+                        n => format!(" and {n} more"),
+                    }
+                ),
+            ));
+        }
+        if pools.is_empty() {
+            diags.push(Diagnostic::warning(
+                &e.file,
+                spec.selector.as_ref().map_or(e.pos, |s| s.pos.or(e.pos)),
+                format!("FleetRollout {fleet:?} governs no pool: its selector matches none"),
+            ));
+        }
+        for (i, stage_pools) in stages.iter().enumerate() {
+            for pool in stage_pools {
+                staging.of_pool.insert(pool.clone(), (fleet.clone(), i));
+            }
+        }
+        staging.fleets.insert(
+            fleet.clone(),
+            FleetStages {
+                stages: stages
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| (stage_name(i), p))
+                    .collect(),
+            },
+        );
+    }
+    config.staging = staging;
 }
 
 /// Give each pool its effective disruption rules (the referenced shared policy,
@@ -951,7 +1273,7 @@ fn check_window(c: &mut Checker, w: &At<Window>, fallback: Pos) {
                         cron.value
                     ),
                 );
-            } else if let Err(e) = crate::policy::parse_cron(cron.as_str(), "UTC") {
+            } else if let Err(e) = super::values::parse_cron(cron.as_str(), "UTC") {
                 c.error(cron.pos.or(at), format!("cron: {:?}: {e}", cron.value));
             }
         }

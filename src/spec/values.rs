@@ -394,6 +394,19 @@ impl JsonSchema for TimeOfDay {
     }
 }
 
+/// Parse a five-field cron expression in the IANA zone `tz`.
+pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, String> {
+    cronexpr::parse_crontab(&format!("{expr} {tz}")).map_err(|e| {
+        // cronexpr quotes the input and puts the reason after a caret: keep the reason.
+        let text = e.to_string();
+        text.lines()
+            .rev()
+            .find_map(|l| l.trim_start().strip_prefix("^ "))
+            .unwrap_or(text.lines().next().unwrap_or("invalid cron expression"))
+            .to_string()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

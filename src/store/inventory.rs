@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::shared::{Record, SharedHome};
 use super::snapshot_log::{self, SnapshotLog};
-use crate::cluster::store::{ClusterStore, Of};
 pub use crate::model::inventory::{AppliedState, Inventory, InventoryEntry, Origin};
 
 const FORMAT: u32 = 1;
@@ -74,7 +74,7 @@ struct Change<E> {
 
 enum Home {
     File(PathBuf),
-    Cluster(Arc<ClusterStore>),
+    Shared(Arc<dyn SharedHome>),
 }
 
 /// Whose turn it is to save, and (in a file) where snapshot and log stand.
@@ -100,9 +100,9 @@ impl InventoryStore {
         }
     }
 
-    pub fn cluster(store: Arc<ClusterStore>) -> Self {
+    pub fn shared(home: Arc<dyn SharedHome>) -> Self {
         InventoryStore {
-            home: Home::Cluster(store),
+            home: Home::Shared(home),
             order: tokio::sync::Mutex::new(Turn::default()),
         }
     }
@@ -115,42 +115,41 @@ impl InventoryStore {
                 turn.log = Some(log);
                 Ok(inv)
             }
-            Home::Cluster(store) if store.shards.is_sharded() => {
+            Home::Shared(store) if store.shard_count().is_some() => {
+                let count = store.shard_count().unwrap_or(1);
                 // One ConfigMap per shard, each holding its own pools' entries.
                 // One kept by daemons without --shards (or another count) is
                 // not read as if it were this layout: its pools would look
                 // foreign, or be written twice. Refuse until it is migrated.
-                let single = store.single_inventory_name();
-                if store.read(&single).await?.is_some() {
+                if store.read(Record::SingleInventory).await?.is_some() {
                     anyhow::bail!(
                         "{} holds the inventory of daemons running without --shards: with --shards the inventory is one ConfigMap per shard; stop every daemon and migrate it (or use another --ha-lease) before running sharded",
-                        store.describe(&single)
+                        store.describe(Record::SingleInventory)
                     );
                 }
                 let mut inv = Inventory::empty();
                 for (shard, body) in store.inventories().await? {
-                    let what = store.describe(&store.inventory_name(shard));
+                    let what = store.describe(Record::Inventory(shard));
                     let part = Inventory::parse(body.as_bytes(), &what)?;
                     for (pool, entry) in part.pools {
-                        if store.shards.of(&pool) == shard {
+                        if store.shard_of(&pool) == shard {
                             inv.pools.insert(pool, entry);
                         } else {
                             anyhow::bail!(
                                 "{what} holds pool {pool:?}, which is not of its shard with --shards {}: it was written with another shard count; stop every daemon and migrate the inventory before changing --shards",
-                                store.shards.count()
+                                count
                             );
                         }
                     }
                 }
                 Ok(inv)
             }
-            Home::Cluster(store) => {
-                let name = store.inventory_name(0);
-                match store.read(&name).await? {
-                    Some(body) => Inventory::parse(body.as_bytes(), &store.describe(&name)),
-                    None => Ok(Inventory::empty()),
+            Home::Shared(store) => match store.read(Record::Inventory(0)).await? {
+                Some(body) => {
+                    Inventory::parse(body.as_bytes(), &store.describe(Record::Inventory(0)))
                 }
-            }
+                None => Ok(Inventory::empty()),
+            },
         }
     }
 
@@ -184,19 +183,19 @@ impl InventoryStore {
                 log.persist(path, &record, || snapshot.expect("taken when it compacts"))
                     .map_err(|e| anyhow::anyhow!("writing inventory {}: {e}", path.display()))
             }
-            Home::Cluster(store) => {
+            Home::Shared(store) => {
                 // Sharded, only the pool's shard's part: the other shards are
                 // other daemons' to write.
-                let shard = store.shards.of(pool);
+                let shard = store.shard_of(pool);
                 let snapshot = {
                     let inventory = inventory.lock().unwrap_or_else(|p| p.into_inner());
-                    if store.shards.is_sharded() {
+                    if store.shard_count().is_some() {
                         Inventory {
                             format: FORMAT,
                             pools: inventory
                                 .pools
                                 .iter()
-                                .filter(|(p, _)| store.shards.of(p) == shard)
+                                .filter(|(p, _)| store.shard_of(p) == shard)
                                 .map(|(p, e)| (p.clone(), e.clone()))
                                 .collect(),
                         }
@@ -205,9 +204,7 @@ impl InventoryStore {
                     }
                 };
                 let body = String::from_utf8(snapshot.to_json()?).expect("JSON is UTF-8");
-                store
-                    .write(&store.inventory_name(shard), Of::Inventory(shard), body)
-                    .await
+                store.write(Record::Inventory(shard), body).await
             }
         }
     }

@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::atomic_write;
-use crate::cluster::store::ClusterStore;
+use super::shared::{Record, SharedHome};
 use crate::rollout::RolloutState;
 
 #[derive(Clone)]
 pub enum Journal {
     Files(PathBuf),
-    Cluster(Arc<ClusterStore>),
+    /// Shared with the other daemons (`run --ha`), in the cluster.
+    Shared(Arc<dyn SharedHome>),
     /// Nothing leaves the process (forecasts).
     Memory(Arc<Mutex<BTreeMap<String, RolloutState>>>),
 }
@@ -68,7 +69,7 @@ impl Journal {
     pub fn may_act(&self, pool: &str) -> Result<(), String> {
         match self {
             Journal::Files(_) | Journal::Memory(_) => Ok(()),
-            Journal::Cluster(store) => store.may_act(pool),
+            Journal::Shared(home) => home.may_act(pool),
         }
     }
 
@@ -96,13 +97,13 @@ impl Journal {
                     Err(e) => anyhow::bail!("reading rollout journal {}: {e}", path.display()),
                 }
             }
-            Journal::Cluster(store) => {
+            Journal::Shared(home) => {
                 if !is_pool_name(pool) {
                     anyhow::bail!("{pool:?} is not a pool name");
                 }
-                let name = store.journal_name(pool);
-                match store.read(&name).await? {
-                    Some(body) => parse(body.as_bytes(), &store.describe(&name)).map(Some),
+                let record = Record::Journal(pool);
+                match home.read(record).await? {
+                    Some(body) => parse(body.as_bytes(), &home.describe(record)).map(Some),
                     None => Ok(None),
                 }
             }
@@ -128,14 +129,9 @@ impl Journal {
                 atomic_write(&path, &bytes)
                     .map_err(|e| anyhow::anyhow!("writing rollout journal {}: {e}", path.display()))
             }
-            Journal::Cluster(store) => {
+            Journal::Shared(home) => {
                 let body = String::from_utf8(bytes).expect("JSON is UTF-8");
-                store
-                    .write(
-                        &store.journal_name(&state.pool),
-                        crate::cluster::store::Of::Journal(&state.pool),
-                        body,
-                    )
+                home.write(Record::Journal(&state.pool), body)
                     .await
                     .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}"))
             }
@@ -150,8 +146,8 @@ impl Journal {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => anyhow::bail!("removing rollout journal of {pool}: {e}"),
             },
-            Journal::Cluster(store) => store
-                .delete_journal(pool)
+            Journal::Shared(home) => home
+                .delete(Record::Journal(pool))
                 .await
                 .map_err(|e| anyhow::anyhow!("rollout journal: {e:#}")),
             Journal::Memory(map) => {
@@ -221,13 +217,13 @@ impl Journal {
     pub async fn all(&self) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
         match self {
             Journal::Files(dir) => self.files(dir, |_| true).await,
-            Journal::Cluster(store) => Ok(store
+            Journal::Shared(home) => Ok(home
                 .journals()
                 .await?
                 .into_iter()
                 .filter(|(pool, _)| is_pool_name(pool))
                 .map(|(pool, body)| {
-                    let what = store.describe(&store.journal_name(&pool));
+                    let what = home.describe(Record::Journal(&pool));
                     let state = parse(body.as_bytes(), &what)
                         .and_then(|s| {
                             if s.pool == pool {

@@ -90,7 +90,7 @@ impl LatencyRecorder {
         }
     }
 
-    pub fn record(&self, e: &crate::reconcile::Event) {
+    pub fn record(&self, e: &crate::model::Event) {
         let Some(node) = &e.node else {
             return;
         };
@@ -151,7 +151,7 @@ impl LatencyRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::Event;
+    use crate::model::Event;
 
     fn event(kind: EventKind, node: &str, secs: i64) -> Event {
         Event {

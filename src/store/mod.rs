@@ -7,6 +7,7 @@ pub mod journal;
 pub mod latency;
 mod lock;
 pub mod overrides;
+pub mod shared;
 pub mod snapshot_log;
 
 pub use inventory::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};

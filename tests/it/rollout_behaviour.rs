@@ -14,7 +14,7 @@ use sim::{Scenario, assert_bounds, assert_bounds_ratchet, template};
 #[test]
 fn a_new_node_that_never_becomes_healthy_degrades_the_pool_and_stops_take_downs() {
     let mut sc = Scenario::new(5, 1, 1);
-    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.sim.failures.bad_images = vec!["img-2".into()];
     sc.max_seconds = 1800;
     let run = sc.run();
     assert!(
@@ -45,7 +45,7 @@ fn a_new_node_that_never_becomes_healthy_degrades_the_pool_and_stops_take_downs(
 #[test]
 fn on_failure_rollback_returns_the_pool_to_the_previous_template() {
     let mut sc = Scenario::new(4, 1, 1);
-    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.sim.failures.bad_images = vec!["img-2".into()];
     sc.settings.on_failure = OnFailure::Rollback;
     let run = sc.run();
     assert!(
@@ -69,7 +69,7 @@ fn on_failure_rollback_returns_the_pool_to_the_previous_template() {
 fn a_rollback_returns_an_old_node_being_drained_to_service() {
     // The new node fails (2 min) while an old one is still draining (30 min).
     let mut sc = Scenario::new(4, 1, 1);
-    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.sim.failures.bad_images = vec!["img-2".into()];
     sc.sim.drain_time = poolwright::spec::types::Distribution::Fixed(Duration::secs(1800));
     sc.settings.on_failure = OnFailure::Rollback;
     sc.settings.startup_timeout = Duration::secs(120);
@@ -105,7 +105,7 @@ fn a_rollback_returns_an_old_node_being_drained_to_service() {
 #[test]
 fn the_circuit_breaker_stops_after_k_failed_nodes() {
     let mut sc = Scenario::new(6, 3, 0);
-    sc.sim.failures.broken_images = vec!["img-2".into()];
+    sc.sim.failures.bad_images = vec!["img-2".into()];
     sc.settings.max_failed_nodes = 2;
     sc.max_seconds = 1800;
     let run = sc.run();

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 use poolwright::clock::{Clock, ManualClock};
+use poolwright::model::Event;
 use poolwright::model::OpKey;
 use poolwright::model::{NodeState, NodeTemplate, ObservedPool, PoolSpec};
 use poolwright::provider::Provider;
 use poolwright::provider::SimDrainer;
 use poolwright::provider::sim::Sim;
-use poolwright::reconcile::{Event, EventSink};
+use poolwright::reconcile::EventSink;
 use poolwright::reconcile::{Executor, Tick};
 use poolwright::rollout::{Budget, Settings, Status};
 use poolwright::spec::types::{Disruption, Distribution, OnDrainTimeout, OnFailure, SimProvider};

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
-use super::workflow::{Planned, load_and_plan};
+use super::snapshot::{Planned, Snapshot, load_and_plan};
 use super::{Common, Output, exit};
 use crate::plan::{self, Step};
 use crate::reconcile::forecast::{self, Case, Forecast, Latencies};
@@ -146,7 +146,7 @@ struct Rolled {
 
 fn rolled_pools(
     config: &Config,
-    snap: &super::workflow::Snapshot,
+    snap: &Snapshot,
     plan: &plan::Plan,
     state: &StateDir,
     only: &[String],
@@ -363,7 +363,7 @@ struct Report {
 /// Forecast the rolls of `plan`; text goes to `out`.
 fn forecast_plan(
     config: &Config,
-    snap: &super::workflow::Snapshot,
+    snap: &Snapshot,
     plan: &plan::Plan,
     state: &StateDir,
     req: &Request,
@@ -473,7 +473,7 @@ pub(super) fn forecast(
 
 /// `plan --forecast`: the forecast after the plan's text.
 pub(super) fn after_plan(
-    snap: &super::workflow::Snapshot,
+    snap: &Snapshot,
     plan: &plan::Plan,
     state: &StateDir,
     now: Timestamp,

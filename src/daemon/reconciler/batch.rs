@@ -8,9 +8,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
 
-use super::{Reconciler, Trigger};
+use super::Reconciler;
 use crate::clock::Clock;
 use crate::daemon::metrics::ReconcileLabels;
+use crate::daemon::queue::Trigger;
 use crate::model::{NodeState, PoolSpec};
 use crate::plan::{self, Observed, PlanOptions};
 use crate::provider::Providers;
@@ -106,7 +107,7 @@ impl Reconciler {
             took,
         } = o;
         let started = std::time::Instant::now();
-        self.observing.remove(&request.provider);
+        self.schedule.observed(&request.provider);
         let Some(in_force) = &self.in_force else {
             return;
         };
@@ -126,15 +127,15 @@ impl Reconciler {
         let seq = request.seq;
         let mut pools = Vec::with_capacity(request.pools.len());
         for p in request.pools {
-            let stale = seq < self.role_seq || self.pool_seq.get(&p).is_some_and(|s| *s > seq);
+            let stale = self.schedule.stale(&p, seq);
             if !stale && self.provider_of(&p).as_deref() == Some(request.provider.as_str()) {
                 pools.push(p);
-            } else if !self.workers.contains_key(&p) {
+            } else if !self.workers.runs(&p) {
                 self.enqueue(&p, request.why);
             }
         }
-        let sharded = self.shards.as_ref().is_some_and(|s| s.is_sharded());
-        if self.inventory_stale && (self.workers.is_empty() || sharded) {
+        let sharded = self.authority.is_sharded();
+        if self.authority.inventory_stale && (self.workers.is_empty() || sharded) {
             match self.inventory_store.load().await {
                 Ok(inv) => {
                     let mut held = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,7 +143,7 @@ impl Reconciler {
                     // (it writes its own): keep it.
                     let keep: Vec<(String, Option<_>)> = self
                         .workers
-                        .keys()
+                        .pools()
                         .map(|p| (p.clone(), held.pools.get(p).cloned()))
                         .collect();
                     *held = inv;
@@ -153,7 +154,7 @@ impl Reconciler {
                         };
                     }
                     drop(held);
-                    self.inventory_stale = !self.leads_all();
+                    self.authority.inventory_stale = !self.authority.leads_all();
                 }
                 Err(e) => return self.batch_failed(&pools, format!("{e:#}"), started),
             }
@@ -199,11 +200,8 @@ impl Reconciler {
         // each pool's status and action: a status never runs ahead of `/v1/plan`
         // on a quiet daemon.
         for (name, p) in &planned {
-            if let Some(p) = p
-                && self.plans.get(name).is_none_or(|old| **old != *p)
-            {
-                self.plans.insert(name.clone(), Arc::new(p.clone()));
-                self.plans_dirty = true;
+            if let Some(p) = p {
+                self.views.record(name, p);
             }
         }
         self.publish();
@@ -212,7 +210,7 @@ impl Reconciler {
                 self.forget_pool(&name);
                 continue;
             };
-            self.looked_at(&name);
+            self.schedule.looked_at(&name);
             let journal = observed
                 .rollouts
                 .get(&name)
@@ -220,12 +218,12 @@ impl Reconciler {
                 .cloned();
             let follow = journal.is_some() || p.has_changes();
             self.handle_pool(&p, journal, &config, &providers, revision.as_ref(), now);
-            if follow && !self.leads(&name) {
+            if follow && !self.authority.leads(&name) {
                 self.look_again_at(&name, now.saturating_add(FOLLOW_LOOK).unwrap_or(now));
             }
             if let Some(pool) = observed.pools.remove(&name) {
                 // Nodes booting or going away, with no worker to report them.
-                if !self.workers.contains_key(&name)
+                if !self.workers.runs(&name)
                     && pool
                         .nodes
                         .iter()
@@ -233,18 +231,14 @@ impl Reconciler {
                 {
                     self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
                 }
-                self.record_nodes(&name, &pool);
+                super::projection::record_nodes(&self.metrics, &name, &pool);
                 let target = config
                     .pools
                     .get(&name)
                     .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
                     .unwrap_or_else(|| pool.template.hash());
-                self.board.observed(
-                    &name,
-                    crate::reconcile::Counts::of(&pool, target),
-                    target,
-                    now,
-                );
+                self.board
+                    .observed(&name, crate::model::Counts::of(&pool, target), target, now);
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
             }

@@ -2,63 +2,98 @@
 //! series (nodes by state, pools by state, blocked operations, rollout
 //! progress, time held by a policy).
 
+use std::collections::{HashMap, HashSet};
+
 use jiff::Timestamp;
 
-use super::Reconciler;
 use crate::daemon::board::{Board, PoolState};
 use crate::daemon::metrics::{
     BlockedLabels, Metrics, PoolLabels, PoolStateLabels, RolloutLabels, StateLabels,
 };
 use crate::model::{EventKind, NodeState, ObservedPool};
+use crate::reconcile::EventSink;
 
-impl Reconciler {
-    /// A pool's nodes by state, as just observed.
-    pub(super) fn record_nodes(&self, name: &str, pool: &ObservedPool) {
-        let mut by_state: [(&str, i64); 4] = [
-            ("pending", 0),
-            ("healthy", 0),
-            ("unhealthy", 0),
-            ("terminating", 0),
-        ];
-        for n in &pool.nodes {
-            let i = match n.state {
-                NodeState::Pending => 0,
-                NodeState::Healthy => 1,
-                NodeState::Unhealthy => 2,
-                NodeState::Terminating => 3,
-            };
-            by_state[i].1 += 1;
-        }
-        for (state, n) in by_state {
-            self.metrics
-                .nodes
-                .get_or_create(&PoolStateLabels {
-                    pool: name.to_string(),
-                    state: state.to_string(),
-                })
-                .set(n);
-        }
+/// A pool's nodes by state, as just observed.
+pub(super) fn record_nodes(metrics: &Metrics, name: &str, pool: &ObservedPool) {
+    let mut by_state: [(&str, i64); 4] = [
+        ("pending", 0),
+        ("healthy", 0),
+        ("unhealthy", 0),
+        ("terminating", 0),
+    ];
+    for n in &pool.nodes {
+        let i = match n.state {
+            NodeState::Pending => 0,
+            NodeState::Healthy => 1,
+            NodeState::Unhealthy => 2,
+            NodeState::Terminating => 3,
+        };
+        by_state[i].1 += 1;
+    }
+    for (state, n) in by_state {
+        metrics
+            .nodes
+            .get_or_create(&PoolStateLabels {
+                pool: name.to_string(),
+                state: state.to_string(),
+            })
+            .set(n);
+    }
+}
+
+/// Which pools their disruption policy holds, since when, and which of
+/// those blocks this daemon announced itself.
+#[derive(Default)]
+pub(super) struct Blocks {
+    /// Since when each pool has been blocked by its disruption policy.
+    since: HashMap<String, Timestamp>,
+    /// Pools whose block this daemon announced itself (no rollout under way
+    /// to announce it): only these get the daemon's `resumed_in_window`; the
+    /// executor reports its own, so each reopening is told once.
+    announced: HashSet<String>,
+}
+
+impl Blocks {
+    /// Whether this pool's block is already known (and so announced, if it
+    /// was this daemon's to announce).
+    pub fn known(&self, pool: &str) -> bool {
+        self.since.contains_key(pool)
     }
 
-    /// Account the time a pool has been blocked by its policy, and whether it still is.
-    pub(super) fn track_blocked(&mut self, pool: &str, blocked_now: bool, now: Timestamp) -> f64 {
+    /// This daemon announces the pool's block itself.
+    pub fn announced(&mut self, pool: &str) {
+        self.announced.insert(pool.to_string());
+    }
+
+    pub fn forget(&mut self, pool: &str) {
+        self.since.remove(pool);
+        self.announced.remove(pool);
+    }
+
+    /// Account the time a pool has been blocked by its policy, and whether
+    /// it still is; the total seconds blocked.
+    pub fn track(
+        &mut self,
+        metrics: &Metrics,
+        events: &EventSink,
+        pool: &str,
+        blocked_now: bool,
+        now: Timestamp,
+    ) -> f64 {
         let labels = PoolLabels {
             pool: pool.to_string(),
         };
-        if let Some(since) = self.blocked_since.get(pool).copied() {
+        if let Some(since) = self.since.get(pool).copied() {
             let secs = now.duration_since(since).as_secs_f64().max(0.0);
-            self.metrics
-                .blocked_seconds
-                .get_or_create(&labels)
-                .inc_by(secs);
+            metrics.blocked_seconds.get_or_create(&labels).inc_by(secs);
             if blocked_now {
-                self.blocked_since.insert(pool.to_string(), now);
+                self.since.insert(pool.to_string(), now);
             } else {
-                self.blocked_since.remove(pool);
-                if !self.announced_blocked.remove(pool) {
-                    return self.metrics.blocked_seconds.get_or_create(&labels).get();
+                self.since.remove(pool);
+                if !self.announced.remove(pool) {
+                    return metrics.blocked_seconds.get_or_create(&labels).get();
                 }
-                self.events.emit(crate::reconcile::Event {
+                events.emit(crate::model::Event {
                     ts: now,
                     pool: pool.to_string(),
                     event: EventKind::ResumedInWindow,
@@ -70,9 +105,9 @@ impl Reconciler {
                 });
             }
         } else if blocked_now {
-            self.blocked_since.insert(pool.to_string(), now);
+            self.since.insert(pool.to_string(), now);
         }
-        self.metrics.blocked_seconds.get_or_create(&labels).get()
+        metrics.blocked_seconds.get_or_create(&labels).get()
     }
 }
 

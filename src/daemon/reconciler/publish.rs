@@ -3,44 +3,97 @@
 //! forecasts, and the plan a dry-run logs. Assembled at most every
 //! `PUBLISH_EVERY` while pools change, and not at all while none does.
 
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use super::{Latest, PUBLISH_EVERY, Reconciler};
+use super::{InForce, Latest, LatestPlan};
 use crate::plan::render::{Source, Style, render_text};
 use crate::plan::{Plan, PoolPlan};
 
-impl Reconciler {
+/// How often, at most, the fleet-wide views are assembled while pools change.
+const PUBLISH_EVERY: Duration = Duration::from_millis(500);
+
+pub(super) struct Views {
+    /// Each pool's latest plan: the fleet's plan is assembled from these.
+    plans: BTreeMap<String, Arc<PoolPlan>>,
+    /// The plans changed since they were last assembled.
+    dirty: bool,
+    last_published: Option<Instant>,
+    last_logged_plan: Option<String>,
+    /// The latest plan, for `/v1/plan` and the web page.
+    pub latest: LatestPlan,
+}
+
+impl Views {
+    pub fn new() -> Views {
+        Views {
+            plans: BTreeMap::new(),
+            dirty: false,
+            last_published: None,
+            last_logged_plan: None,
+            latest: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// A pool's new plan (kept only if it differs from the last).
+    pub fn record(&mut self, pool: &str, plan: &PoolPlan) {
+        if self.plans.get(pool).is_none_or(|old| **old != *plan) {
+            self.plans.insert(pool.to_string(), Arc::new(plan.clone()));
+            self.dirty = true;
+        }
+    }
+
+    /// A pool no longer planned.
+    pub fn remove(&mut self, pool: &str) {
+        if self.plans.remove(pool).is_some() {
+            self.dirty = true;
+        }
+    }
+
+    /// Something every view shows changed (the revision, the providers).
+    pub fn changed(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Every pool planned so far.
+    pub fn pools(&self) -> impl Iterator<Item = &String> {
+        self.plans.keys()
+    }
+
     /// When the views should next be assembled; `None` while nothing changed.
-    /// At once when nothing else is queued or being observed (the plan of a
-    /// quiet fleet is current), else at most every `PUBLISH_EVERY`.
-    pub fn publish_due(&self) -> Option<Instant> {
-        if !self.plans_dirty {
+    /// At once when nothing else is queued or being observed (`idle`: the
+    /// plan of a quiet fleet is current), else at most every `PUBLISH_EVERY`.
+    pub fn due(&self, idle: bool) -> Option<Instant> {
+        if !self.dirty {
             return None;
         }
-        let idle = self.queue.is_empty() && self.observing.is_empty();
         Some(match self.last_published {
             Some(t) if !idle => t + PUBLISH_EVERY,
             _ => Instant::now(),
         })
     }
 
-    /// Assemble the views if something changed and the last assembly is old enough.
-    pub fn publish(&mut self) {
-        let Some(due) = self.publish_due() else {
+    /// Assemble the views if something changed and the last assembly is old
+    /// enough. A dry-run logs the plan when it changed.
+    pub fn publish(
+        &mut self,
+        idle: bool,
+        dir: &std::path::Path,
+        in_force: &InForce,
+        dry_run: bool,
+    ) {
+        let Some(due) = self.due(idle) else {
             return;
         };
         if Instant::now() < due {
             return;
         }
-        let Some(in_force) = &self.in_force else {
-            return;
-        };
-        self.plans_dirty = false;
+        self.dirty = false;
         self.last_published = Some(Instant::now());
         let pools: Vec<_> = self.plans.values().cloned().collect();
         let source = Source {
-            dir: self.source.dir().display().to_string(),
+            dir: dir.display().to_string(),
             revision: in_force.revision.clone(),
         };
         let polls = in_force
@@ -54,7 +107,7 @@ impl Reconciler {
                 ))
             })
             .collect();
-        if self.settings.dry_run && pools.iter().any(|p| p.has_changes()) {
+        if dry_run && pools.iter().any(|p| p.has_changes()) {
             let plan = Plan {
                 pools: pools.iter().map(|p| PoolPlan::clone(p)).collect(),
             };
@@ -71,6 +124,6 @@ impl Reconciler {
             polls,
             json: OnceLock::new(),
         };
-        *self.latest_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(latest));
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(latest));
     }
 }

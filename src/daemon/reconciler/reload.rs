@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{InForce, Reconciler, Trigger};
+use super::{InForce, Reconciler};
+use crate::daemon::queue::Trigger;
 use crate::plan::render::Revision;
 use crate::provider::{CallObserver, Providers};
 use crate::spec::Config;
@@ -158,19 +159,17 @@ impl Reconciler {
             revision,
         });
         for pool in edited.iter().flatten() {
-            self.touched(pool);
+            self.schedule.touched(pool);
         }
         if changed {
             // The fleet's plan names the revision and the providers' settings.
-            self.plans_dirty = true;
+            self.views.changed();
         }
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
         if first_load {
-            self.startup_pending = Some((
-                self.known_pools().into_iter().collect(),
-                std::time::Instant::now(),
-            ));
+            let pools = self.known_pools().into_iter().collect();
+            self.schedule.first_load(pools);
         }
         if changed {
             // Off the loop, and after the changed pools were planned: a trim
@@ -186,7 +185,7 @@ impl Reconciler {
                 tracing::debug!(pools = pools.len(), "pools whose desired state changed");
                 for pool in pools {
                     // Its provider may have changed: queue it under its own.
-                    self.queue.forget(&pool);
+                    self.schedule.unqueue(&pool);
                     self.enqueue(&pool, why);
                 }
             }

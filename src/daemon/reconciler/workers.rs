@@ -1,17 +1,111 @@
-//! Workers: one task per pool with changes, bounded in number; what happens
-//! when one ends; and a human's pause or resume, carried out between a
-//! pool's steps.
+//! Workers: one task per pool with changes, bounded in number per provider;
+//! what happens when one ends; and a human's pause or resume, carried out
+//! between a pool's steps.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{ControlAction, ControlRefusal, ControlRequest, Done, Reconciler, Worker, steps};
+use jiff::Timestamp;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::{ControlAction, ControlRefusal, ControlRequest, Done, Reconciler, steps};
 use crate::daemon::board::{LastError, PoolState};
+use crate::daemon::queue::Trigger;
 use crate::model::EventKind;
 use crate::plan::PoolPlan;
 use crate::provider::Providers;
 use crate::reconcile::control;
 use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool};
 use crate::spec::Config;
+
+struct Worker {
+    key: String,
+    provider: String,
+    stop: Stop,
+}
+
+/// The pools' workers, and what is remembered of those that ended.
+pub(super) struct Workers {
+    running: HashMap<String, Worker>,
+    /// Pauses asked for while the pool's worker was running.
+    deferred: HashMap<String, (ControlAction, String)>,
+    /// When each pool's last worker ended, and for which desired state.
+    finished: HashMap<String, (String, Timestamp)>,
+    /// Workers at once, per provider: a provider whose calls hang holds up
+    /// only its own pools.
+    semaphores: HashMap<String, Arc<Semaphore>>,
+    parallelism: usize,
+    done_tx: mpsc::UnboundedSender<Done>,
+}
+
+impl Workers {
+    pub fn new(parallelism: usize, done_tx: mpsc::UnboundedSender<Done>) -> Workers {
+        Workers {
+            running: HashMap::new(),
+            deferred: HashMap::new(),
+            finished: HashMap::new(),
+            semaphores: HashMap::new(),
+            parallelism: parallelism.max(1),
+            done_tx,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    pub fn runs(&self, pool: &str) -> bool {
+        self.running.contains_key(pool)
+    }
+
+    /// The work key the pool's running worker was given.
+    pub fn key(&self, pool: &str) -> Option<&str> {
+        self.running.get(pool).map(|w| w.key.as_str())
+    }
+
+    /// Pools with a running worker.
+    pub fn pools(&self) -> impl Iterator<Item = &String> {
+        self.running.keys()
+    }
+
+    /// Ask the pool's worker to stop at its next safe point; whether one
+    /// runs and had not been asked already.
+    pub fn stop(&self, pool: &str) -> bool {
+        match self.running.get(pool) {
+            Some(w) if !w.stop.is_requested() => {
+                w.stop.request();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Ask every worker to stop at its next safe point.
+    pub fn stop_all(&self) {
+        for w in self.running.values() {
+            w.stop.request();
+        }
+    }
+
+    /// The key and end of the pool's last worker.
+    pub fn last_finished(&self, pool: &str) -> Option<(&str, Timestamp)> {
+        self.finished.get(pool).map(|(k, at)| (k.as_str(), *at))
+    }
+
+    /// A human's decision: the pool may act again at once.
+    pub fn clear_finished(&mut self, pool: &str) {
+        self.finished.remove(pool);
+    }
+
+    pub fn forget(&mut self, pool: &str) {
+        self.finished.remove(pool);
+    }
+}
 
 impl Reconciler {
     pub(super) fn spawn_worker(
@@ -22,10 +116,8 @@ impl Reconciler {
         providers: Arc<Providers>,
     ) {
         let stop = Stop::new();
-        if let Some(shards) = &self.shards {
-            shards.worker(&p.pool, true);
-        }
-        self.workers.insert(
+        self.authority.worker(&p.pool, true);
+        self.workers.running.insert(
             p.pool.clone(),
             Worker {
                 key: key.clone(),
@@ -37,22 +129,28 @@ impl Reconciler {
             s.state = PoolState::Applying;
             s.message = steps(&p);
         });
-        self.touched(&p.pool);
-        let parallelism = self.settings.parallelism.max(1);
+        self.schedule.touched(&p.pool);
+        let parallelism = self.workers.parallelism;
         let semaphore = self
+            .workers
             .semaphores
             .entry(p.provider.clone())
-            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(parallelism)))
+            .or_insert_with(|| Arc::new(Semaphore::new(parallelism)))
             .clone();
         let journal = self.journal.clone();
         let inventory = self.inventory.clone();
         let inventory_store = self.inventory_store.clone();
         let events = self.events.clone();
         let clock = self.clock.clone();
-        let done = self.done_tx.clone();
+        let done = self.workers.done_tx.clone();
         // A worker that ends without reporting (a panic) still leaves its
         // shard: else the shard could never be handed over.
-        let guard = InFlight(self.shards.clone().map(|s| (s, p.pool.clone())));
+        let guard = InFlight(
+            self.authority
+                .shards()
+                .cloned()
+                .map(|s| (s, p.pool.clone())),
+        );
         tokio::spawn(async move {
             let mut guard = guard;
             // A worker still waiting for its turn when asked to stop (its
@@ -97,14 +195,15 @@ impl Reconciler {
     /// A worker ended: record how, carry out a pause that waited for it, and
     /// queue the pool (at once, or after the retry pause when it failed).
     pub async fn finished(&mut self, done: Done) {
-        self.touched(&done.pool);
-        let worker = self.workers.remove(&done.pool);
+        self.schedule.touched(&done.pool);
+        let worker = self.workers.running.remove(&done.pool);
         let had_worker = worker.is_some();
         let provider = worker.map(|w| w.provider).unwrap_or_default();
         let now = self.clock.now();
-        self.finished
+        self.workers
+            .finished
             .insert(done.pool.clone(), (done.key.clone(), now));
-        if let Some((action, who)) = self.deferred.remove(&done.pool) {
+        if let Some((action, who)) = self.workers.deferred.remove(&done.pool) {
             let result = self.control_now(&done.pool, action, &who).await;
             match result {
                 Ok(m) => tracing::info!(pool = %done.pool, "{m}"),
@@ -113,25 +212,24 @@ impl Reconciler {
         }
         // Only now is nothing of the pool in flight (a pause that waited for
         // the worker is written): its shard may be handed over.
-        if had_worker && let Some(shards) = &self.shards {
-            shards.worker(&done.pool, false);
+        if had_worker {
+            self.authority.worker(&done.pool, false);
         }
         match done.outcome.errors.first() {
             Some(e) => {
                 tracing::error!(pool = %done.pool, "{e}");
+                let retry = self.settings.retry_after;
                 self.board.pool(&done.pool, &provider, |s| {
                     s.state = PoolState::Error;
-                    s.message = format!(
-                        "retrying after {}s or on the next change",
-                        self.settings.retry_after.as_secs()
-                    );
+                    s.message =
+                        format!("retrying after {}s or on the next change", retry.as_secs());
                     s.last_error = Some(LastError {
                         at: now,
                         message: e.clone(),
                     });
                 });
                 // Retry after the pause, not in a tight loop.
-                self.look_again_after(&done.pool, self.settings.retry_after);
+                self.look_again_after(&done.pool, retry);
             }
             None => {
                 self.board.pool(&done.pool, &provider, |s| {
@@ -143,7 +241,7 @@ impl Reconciler {
                         };
                     }
                 });
-                self.enqueue(&done.pool, super::Trigger::PoolDone);
+                self.enqueue(&done.pool, Trigger::PoolDone);
             }
         }
     }
@@ -175,8 +273,8 @@ impl Reconciler {
         let why = reason.as_deref().unwrap_or("no reason given");
         tracing::info!(who = %who, pool = %pool, action = ?action, reason = %why, "control request");
         let who = format!("{who}: {why}");
-        if let Some(reason) = (!self.leads(&pool))
-            .then(|| self.standby_note(&pool))
+        if let Some(reason) = (!self.authority.leads(&pool))
+            .then(|| self.authority.standby_note(&pool))
             .or_else(|| self.journal.may_act(&pool).err())
         {
             let _ = reply.send(Err(ControlRefusal::Refused(format!(
@@ -184,11 +282,11 @@ impl Reconciler {
             ))));
             return;
         }
-        if let Some(w) = self.workers.get(&pool) {
+        if let Some(w) = self.workers.running.get(&pool) {
             let answer = match action {
                 ControlAction::Pause => {
                     w.stop.request();
-                    self.deferred.insert(pool.clone(), (action, who));
+                    self.workers.deferred.insert(pool.clone(), (action, who));
                     Ok(format!(
                         "nodepool.{pool}: pausing: steps in flight finish, then the rollout stops"
                     ))
@@ -204,7 +302,7 @@ impl Reconciler {
         let changed = answer.is_ok();
         let _ = reply.send(answer.map_err(ControlRefusal::Refused));
         if changed {
-            self.enqueue(&pool, super::Trigger::Control);
+            self.enqueue(&pool, Trigger::Control);
         }
     }
 
@@ -222,9 +320,9 @@ impl Reconciler {
         if let Ok(message) = &result {
             // A human's decision: the pool may act again at once, and a look
             // begun before it does not count.
-            self.finished.remove(pool);
-            self.touched(pool);
-            self.events.emit(crate::reconcile::Event {
+            self.workers.clear_finished(pool);
+            self.schedule.touched(pool);
+            self.events.emit(crate::model::Event {
                 ts: now,
                 pool: pool.to_string(),
                 event: match action {
@@ -243,14 +341,21 @@ impl Reconciler {
 
     /// Ask every worker to stop at its next safe point.
     pub fn stop_all(&self) {
-        for w in self.workers.values() {
-            w.stop.request();
-        }
+        self.workers.stop_all();
+    }
+
+    /// Look at a pool again `after` from now at the latest.
+    pub(super) fn look_again_after(&mut self, pool: &str, after: Duration) {
+        let now = self.clock.now();
+        let at = now
+            .saturating_add(jiff::SignedDuration::try_from(after).unwrap_or_default())
+            .unwrap_or(now);
+        self.schedule.add_after(pool, at);
     }
 }
 
 /// Counts a worker out of its shard if it ends without reporting.
-struct InFlight(Option<(Arc<crate::cluster::shards::Shards>, String)>);
+struct InFlight(Option<(Arc<crate::ha::shards::Shards>, String)>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {

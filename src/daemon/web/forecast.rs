@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use tokio::sync::Semaphore;
 
-use super::super::reconciler::Latest;
+use crate::daemon::reconciler::Latest;
 use crate::model::{ObservedPool, TemplateHash};
 use crate::plan::Step;
 use crate::reconcile::forecast::{Case, Latencies, forecast_within};

@@ -24,7 +24,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::access::Peer;
 use super::board::{ConfigStatus, DaemonInfo, PoolStatus, ReconcileStatus};
 use super::feed::{Message, PageNode, Stamped};
-use super::http::HttpState;
+use super::shared::HttpState;
 use crate::plan::Plan;
 use crate::plan::render::{Style, render_text};
 use crate::rollout::Budget;

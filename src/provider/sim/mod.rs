@@ -755,7 +755,7 @@ fn live_node(p: &SimPool, node: &str, pool: &str, call: &str) -> Result<usize> {
 
 /// Nodes of a broken image never become healthy (a bad release, for demos and tests).
 fn is_broken(settings: &SimSettings, template: &NodeTemplate) -> bool {
-    let images = &settings.failures.broken_images;
+    let images = &settings.failures.bad_images;
     template.image.as_ref().is_some_and(|i| images.contains(i))
 }
 

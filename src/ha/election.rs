@@ -1,14 +1,8 @@
-//! `poolwright run --ha kubernetes`: several daemons, one acting. The leader
-//! holds a coordination.k8s.io Lease ([`crate::cluster::lease`]); the rollout
-//! journals and the inventory live in ConfigMaps beside it
-//! ([`crate::cluster::store`]), so the daemon that takes the lease over resumes
-//! where the last leader stopped.
-//!
-//! With `--shards S` there is one Lease per shard instead, and every daemon
-//! holds its share of them ([`crate::cluster::shards`]): each renews a member
-//! Lease ([`crate::cluster::members`]), and every retry period takes free
-//! shards up to its share or gives back those above it, a shard at a time,
-//! once no step of its pools is in flight.
+//! The election loops: one leader lease renewed every retry period, or
+//! (`--shards S`) a lease per shard, member leases, and the takes and
+//! give-backs that balance the shards between the live daemons. Each loop
+//! publishes [`Leading`] (what this daemon may act on) and reports its role
+//! and moves to an [`Observer`] (the daemon's status and metrics).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -20,14 +14,25 @@ use kube::config::KubeConfigOptions;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::board::{Board, HaStatus, ShardHolder, ShardsStatus};
-use super::metrics::{Metrics, ShardMoveLabels};
+use super::lease::{Elector, IdentityGuard, LeaseSettings, Role};
+use super::members::Membership;
+use super::shards::{self, Moves, Shards, View};
+use super::status::{HaStatus, ShardHolder, ShardsStatus};
+use super::store::ClusterStore;
 use crate::clock::Clock;
-use crate::cluster::lease::{Elector, IdentityGuard, LeaseSettings, Role};
-use crate::cluster::members::Membership;
-use crate::cluster::shards::{self, Moves, Shards, View};
-use crate::cluster::store::ClusterStore;
 use crate::reconcile::Stop;
+
+/// Where the election reports: its role (shown in status) and its moves
+/// (counted in metrics).
+pub trait Observer: Send + Sync + 'static {
+    fn status(&self, status: HaStatus);
+    /// This daemon now holds `held` shards (`--shards` only).
+    fn holding(&self, held: usize);
+    /// It took a shard, `after` its last holder's last renewal.
+    fn took_shard(&self, after: jiff::SignedDuration);
+    /// It gave a shard back.
+    fn released_shard(&self);
+}
 
 #[derive(Clone, Debug)]
 pub struct HaOptions {
@@ -142,7 +147,7 @@ pub async fn connect(opts: &HaOptions, clock: Arc<dyn Clock>) -> anyhow::Result<
     };
     let mut config = match &opts.kubeconfig {
         Some(path) => {
-            let kubeconfig = crate::cluster::read_kubeconfig(path)
+            let kubeconfig = crate::kube::read_kubeconfig(path)
                 .with_context(|| format!("--ha: reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &kube_options)
                 .await
@@ -290,22 +295,23 @@ impl Leading {
 /// leases once nothing is in flight.
 pub fn spawn(
     election: Election,
-    board: Arc<Board>,
-    metrics: Arc<Metrics>,
+    observer: Arc<dyn Observer>,
     leading: watch::Sender<Leading>,
     stop: Stop,
 ) -> JoinHandle<Election> {
     match election {
         Election::Leader(e, m) => {
-            let task = spawn_elector(e, m, board, leading, stop);
+            let task = spawn_elector(e, m, observer, leading, stop);
             tokio::spawn(async move {
                 let (e, m) = task.await.expect("the election task does not panic");
                 Election::Leader(e, m)
             })
         }
-        Election::Sharded(s) => tokio::spawn(async move {
-            Election::Sharded(run_shards(s, board, metrics, leading, stop).await)
-        }),
+        Election::Sharded(s) => {
+            tokio::spawn(
+                async move { Election::Sharded(run_shards(s, observer, leading, stop).await) },
+            )
+        }
     }
 }
 
@@ -329,7 +335,7 @@ impl Election {
 fn spawn_elector(
     mut elector: Elector,
     mut members: Membership,
-    board: Arc<Board>,
+    observer: Arc<dyn Observer>,
     leading: watch::Sender<Leading>,
     stop: Stop,
 ) -> JoinHandle<(Elector, Membership)> {
@@ -370,15 +376,13 @@ fn spawn_elector(
                     "daemons running with --shards ({who}) share this lease name: they take no shard while this daemon leads; run every daemon with the same --shards"
                 );
             }
-            board.update(|d| {
-                d.daemon.ha = Some(HaStatus {
-                    lease: lease.clone(),
-                    identity: elector.settings.identity.clone(),
-                    leader: role.is_leader(),
-                    holder: holder.clone(),
-                    role: described.clone(),
-                    shards: None,
-                })
+            observer.status(HaStatus {
+                lease: lease.clone(),
+                identity: elector.settings.identity.clone(),
+                leader: role.is_leader(),
+                holder: holder.clone(),
+                role: described.clone(),
+                shards: None,
             });
             let now = Leading {
                 held: if role.is_leader() {
@@ -417,8 +421,7 @@ fn send_if_changed(leading: &watch::Sender<Leading>, now: Leading) {
 /// give back shards, renew what is held.
 async fn run_shards(
     mut s: ShardElection,
-    board: Arc<Board>,
-    metrics: Arc<Metrics>,
+    observer: Arc<dyn Observer>,
     leading: watch::Sender<Leading>,
     stop: Stop,
 ) -> ShardElection {
@@ -516,13 +519,7 @@ async fn run_shards(
         }
         for e in s.electors.iter_mut() {
             if let Some(d) = e.take_handover() {
-                metrics
-                    .shard_handover_seconds
-                    .observe(d.as_secs_f64().max(0.0));
-                metrics
-                    .shard_rebalances
-                    .get_or_create(&ShardMoveLabels { dir: "take".into() })
-                    .inc();
+                observer.took_shard(d);
                 tracing::info!(
                     lease = %e.settings.name,
                     "--shards: took the shard, {:.1}s after its last holder's last renewal",
@@ -549,14 +546,9 @@ async fn run_shards(
         .await;
         for i in (0..count).filter(|i| now_free[*i as usize]) {
             s.shards.set_releasing(i, false);
-            metrics
-                .shard_rebalances
-                .get_or_create(&ShardMoveLabels {
-                    dir: "release".into(),
-                })
-                .inc();
+            observer.released_shard();
         }
-        s.publish(&board, &metrics, &leading, &members, error.clone());
+        s.publish(observer.as_ref(), &leading, &members, error.clone());
     }
     s
 }
@@ -616,8 +608,7 @@ impl ShardElection {
 
     fn publish(
         &self,
-        board: &Board,
-        metrics: &Metrics,
+        observer: &dyn Observer,
         leading: &watch::Sender<Leading>,
         members: &BTreeSet<String>,
         error: Option<String>,
@@ -631,8 +622,7 @@ impl ShardElection {
             .copied()
             .filter(|i| self.shards.is_releasing(*i))
             .collect();
-        metrics.shards_held.set(held.len() as i64);
-        metrics.leader.set(i64::from(!held.is_empty()));
+        observer.holding(held.len());
         let base = self.electors[0]
             .settings
             .name
@@ -651,32 +641,30 @@ impl ShardElection {
                     .join(", ")
             ),
         };
-        board.update(|d| {
-            d.daemon.ha = Some(HaStatus {
-                lease: format!("{namespace}/{base}-shard-*"),
-                identity: self.identity.clone(),
-                leader: !held.is_empty(),
-                holder: None,
-                role: role.clone(),
-                shards: Some(ShardsStatus {
-                    count: self.shards.count(),
-                    hash: "fnv1a64(pool name) mod count".into(),
-                    held: held.iter().copied().collect(),
-                    members: members.iter().cloned().collect(),
-                    shards: self
-                        .electors
-                        .iter()
-                        .enumerate()
-                        .map(|(i, e)| ShardHolder {
-                            shard: i as u32,
-                            lease: e.settings.name.clone(),
-                            holder: holders[i].clone(),
-                            releasing: releasing.contains(&(i as u32)),
-                        })
-                        .collect(),
-                    error: error.clone(),
-                }),
-            })
+        observer.status(HaStatus {
+            lease: format!("{namespace}/{base}-shard-*"),
+            identity: self.identity.clone(),
+            leader: !held.is_empty(),
+            holder: None,
+            role: role.clone(),
+            shards: Some(ShardsStatus {
+                count: self.shards.count(),
+                hash: "fnv1a64(pool name) mod count".into(),
+                held: held.iter().copied().collect(),
+                members: members.iter().cloned().collect(),
+                shards: self
+                    .electors
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| ShardHolder {
+                        shard: i as u32,
+                        lease: e.settings.name.clone(),
+                        holder: holders[i].clone(),
+                        releasing: releasing.contains(&(i as u32)),
+                    })
+                    .collect(),
+                error: error.clone(),
+            }),
         });
         send_if_changed(
             leading,

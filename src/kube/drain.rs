@@ -12,8 +12,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams};
 
-use super::{Cluster, ClusterError};
+use super::Cluster;
 use crate::model::DrainProgress;
+use crate::provider::ClusterError;
 use crate::provider::{DrainError, Drainer};
 
 /// Mirror pods are the kubelet's static pods; evicting them does nothing.

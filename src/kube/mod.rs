@@ -1,15 +1,12 @@
-//! The Kubernetes side of a pool with a `clusterRef`: finding a provider node's
-//! Node object, cordoning, draining through the Eviction API (PDB-aware), and
-//! Ready as the health gate. kube-rs with rustls on aws-lc-rs, the same TLS
-//! stack the AWS SDK uses.
+//! The Kubernetes node side of a pool with a `clusterRef`: finding a provider
+//! node's Node object, cordoning, draining through the Eviction API
+//! (PDB-aware), and Ready as the health gate. kube-rs with rustls on
+//! aws-lc-rs, the same TLS stack the AWS SDK uses. (The daemon's leases and
+//! its state in ConfigMaps are `ha`'s.)
 
 pub mod attach;
 pub mod drain;
-pub mod lease;
-pub mod members;
 pub mod nodes;
-pub mod shards;
-pub mod store;
 
 use std::path::Path;
 
@@ -19,18 +16,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::spec::types::{ClusterSpec, NodeMatch, NodeMatchBy};
 
 pub use drain::KubeDrainer;
-
-/// A Kubernetes call that failed: what was asked, of which cluster, and the
-/// API server's answer.
-#[derive(Debug, thiserror::Error)]
-#[error("{call} in cluster {cluster}: {source}")]
-pub struct ClusterError {
-    /// `list nodes`, `cordon node web-3`, `delete pod default/web-1`...
-    pub call: String,
-    pub cluster: String,
-    #[source]
-    pub source: kube::Error,
-}
 
 /// Connecting to a cluster failed (its document, its kubeconfig, its context).
 #[derive(Debug, thiserror::Error)]

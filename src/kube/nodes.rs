@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 
-use super::{Cluster, ClusterError};
+use super::Cluster;
 use crate::model::{NodeState, ObservedPool};
+use crate::provider::ClusterError;
 
 /// How a provider node id is found among Node objects.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,109 @@
+//! What a plan is computed from: the desired state (loaded, diagnostics
+//! printed), the providers built from it, the inventory, and the pools and
+//! journals as observed now. `plan`, `apply` and `forecast` all start here.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Common;
+use crate::clock::{Clock, SystemClock};
+use crate::plan::render::Source;
+use crate::plan::{self, Observed, Plan, PlanOptions};
+use crate::provider::Providers;
+use crate::reconcile::observe;
+use crate::spec::{Config, Limits};
+use crate::store::{Inventory, Journal, StateDir};
+
+/// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
+pub(super) fn load(dir: &Path) -> Option<Config> {
+    let report = crate::desired_dir::load_dir(dir, &Limits::default());
+    for d in &report.diagnostics {
+        eprintln!("{d}");
+    }
+    if report.config.is_none() {
+        eprintln!(
+            "{} is invalid: {} error(s); nothing was changed",
+            dir.display(),
+            report.errors().count()
+        );
+    }
+    report.config
+}
+
+pub(super) fn source_of(dir: &Path) -> Source {
+    Source {
+        dir: dir.display().to_string(),
+        revision: crate::gitrev::revision(dir),
+    }
+}
+
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// Everything a plan is computed from.
+pub(super) struct Snapshot {
+    pub config: Config,
+    pub providers: Providers,
+    pub inventory: Inventory,
+    pub observed: Observed,
+}
+
+pub(super) async fn snapshot(
+    config: Config,
+    state: &StateDir,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Snapshot> {
+    let providers = Providers::build(&config, &state.root, clock.clone());
+    let inventory = Inventory::load(&state.inventory())?;
+    let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
+    observed.rollouts = Journal::new(state.journal_dir()).all().await?;
+    Ok(Snapshot {
+        config,
+        providers,
+        inventory,
+        observed,
+    })
+}
+
+pub(super) fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {
+    PlanOptions {
+        prune: common.prune,
+        now: clock.now(),
+        override_disruption: false,
+    }
+}
+
+/// A plan of the desired state in `dir` against the pools as observed now.
+pub(super) struct Planned {
+    pub clock: Arc<dyn Clock>,
+    pub state: StateDir,
+    pub snap: Snapshot,
+    pub plan: Plan,
+}
+
+/// Load (printing diagnostics; `None` when invalid), observe and plan, as
+/// `plan` and `forecast` both start.
+pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Option<Planned>> {
+    let Some(config) = load(dir) else {
+        return Ok(None);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let state = StateDir::new(&common.state_dir);
+    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
+    let plan = plan::plan(
+        &snap.config,
+        &snap.observed,
+        &snap.inventory,
+        &options(common, clock.as_ref()),
+    );
+    Ok(Some(Planned {
+        clock,
+        state,
+        snap,
+        plan,
+    }))
+}

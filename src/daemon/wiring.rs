@@ -1,0 +1,386 @@
+//! The composition root: everything the running daemon is made of, built
+//! once at start and handed to the loop (`turns`) and then to `shutdown`.
+//! Nothing here decides; it connects the parts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::board::{Board, DaemonInfo};
+use super::feed::Feed;
+use super::metrics::{self, Metrics};
+use super::reconciler::{ControlRequest, Done, Observation, Reconciler, Settings, Stores};
+use super::shared::{Heartbeat, HttpState};
+use super::source::ConfigSource;
+use super::{DaemonFile, Options, access, daemon_file, ha_wiring, http, listen, systemd, web};
+use crate::clock::{Clock, SystemClock};
+use crate::ha::{Election, Leading};
+use crate::reconcile::{EventSink, Stop};
+use crate::store::latency::{LatencyRecorder, LatencyStore};
+use crate::store::{Inventory, InventoryStore, Journal, StateDir, atomic_write};
+
+/// The running daemon.
+pub(super) struct Daemon {
+    pub clock: Arc<dyn Clock>,
+    pub board: Arc<Board>,
+    pub metrics: Arc<Metrics>,
+    pub feed: Arc<Feed>,
+    pub latencies: Arc<LatencyRecorder>,
+    pub reconciler: Reconciler,
+    pub heartbeat: Arc<Heartbeat>,
+    pub inbox: Inbox,
+    pub election: Option<ElectionTask>,
+    pub listeners: Listeners,
+    pub background: Background,
+}
+
+/// What reaches the loop from the rest of the process.
+pub(super) struct Inbox {
+    pub done: mpsc::UnboundedReceiver<Done>,
+    pub observed: mpsc::UnboundedReceiver<Observation>,
+    pub control: mpsc::UnboundedReceiver<ControlRequest>,
+    /// One `()` per batch of changes to the desired state (files or commits).
+    pub files: mpsc::UnboundedReceiver<()>,
+    /// What this daemon may act on (`--ha`); fixed without it.
+    pub leading: watch::Receiver<Leading>,
+}
+
+/// The election task (`--ha`), stopped and its leases released at shutdown.
+pub(super) struct ElectionTask {
+    pub task: JoinHandle<Election>,
+    pub stop: Stop,
+    /// Kept open while the daemon runs (the loop watches its receiver).
+    pub _leading: watch::Sender<Leading>,
+}
+
+/// The HTTP listeners, and the files that let the CLI find them.
+pub(super) struct Listeners {
+    pub stop: Stop,
+    pub tcp: JoinHandle<()>,
+    pub socket: JoinHandle<()>,
+    pub daemon_file: PathBuf,
+    pub socket_path: PathBuf,
+}
+
+/// Tasks that run beside the loop, and the watcher of the desired state.
+pub(super) struct Background {
+    pub watchdog: Option<JoinHandle<()>>,
+    pub publisher: JoinHandle<()>,
+    pub _watch: super::watch::Watch,
+}
+
+pub(super) async fn build(
+    opts: &Options,
+    state: StateDir,
+    source: ConfigSource,
+) -> anyhow::Result<Daemon> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let started_at = clock.now();
+    let board = Arc::new(Board::new(DaemonInfo {
+        pid: std::process::id(),
+        started_at,
+        dir: opts.dir.display().to_string(),
+        state_dir: opts.state_dir.display().to_string(),
+        mode: if opts.dry_run { "dry-run" } else { "apply" }.into(),
+        git_committed_only: opts.git_committed_only,
+        ready: false,
+        stopping: false,
+        ha: None,
+    }));
+    let metrics = Arc::new(Metrics::new());
+    let feed = Arc::new(Feed::new());
+    // Each pool's latency history, for forecasts.
+    let latencies = Arc::new(LatencyRecorder::new(LatencyStore::new(&state.root)));
+    let events = Arc::new(event_sink(
+        opts, &state, &board, &metrics, &feed, &latencies,
+    )?);
+    let (stores, election) = stores(opts, &state, &events, &clock).await?;
+    let (leading_tx, leading_rx) = watch::channel(Leading::waiting());
+    let election = election.map(|e| {
+        let stop = Stop::new();
+        let reports = Arc::new(ha_wiring::Reports {
+            board: board.clone(),
+            metrics: metrics.clone(),
+        });
+        ElectionTask {
+            task: crate::ha::spawn(e, reports, leading_tx.clone(), stop.clone()),
+            stop,
+            _leading: leading_tx,
+        }
+    });
+    metrics.leader.set(i64::from(election.is_none()));
+
+    let (done_tx, done) = mpsc::unbounded_channel();
+    let (observed_tx, observed) = mpsc::unbounded_channel();
+    let reconciler = Reconciler::new(
+        Settings {
+            prune: opts.prune,
+            dry_run: opts.dry_run,
+            parallelism: opts.parallelism,
+            retry_after: opts.retry_after,
+            resync: opts.resync,
+        },
+        source.clone(),
+        state.clone(),
+        clock.clone(),
+        board.clone(),
+        metrics.clone(),
+        events.clone(),
+        feed.clone(),
+        done_tx,
+        observed_tx,
+        stores,
+    )?;
+    let heartbeat = Arc::new(Heartbeat::new(opts.control.liveness_timeout));
+    heartbeat.beat();
+    let (control_tx, control) = mpsc::unbounded_channel();
+    let shared = HttpState {
+        board: board.clone(),
+        metrics: metrics.clone(),
+        latest_plan: reconciler.latest_plan(),
+        feed: feed.clone(),
+        forecasts: Arc::new(web::forecast::PageForecasts::new(state.root.clone())),
+        control: control_tx,
+        heartbeat: heartbeat.clone(),
+        tcp: None,
+        body_timeout: opts.control.header_timeout,
+    };
+    let listeners = listen(opts, &state, shared, started_at).await?;
+
+    // Changes to the desired state.
+    let (files_tx, files) = mpsc::unbounded_channel();
+    let watcher = super::watch::watch(&source, opts.debounce, files_tx)?;
+    let background = Background {
+        watchdog: watchdog(&heartbeat),
+        publisher: publisher(&feed, &board),
+        _watch: watcher,
+    };
+    Ok(Daemon {
+        clock,
+        board,
+        metrics,
+        feed,
+        latencies,
+        reconciler,
+        heartbeat,
+        inbox: Inbox {
+            done,
+            observed,
+            control,
+            files,
+            leading: leading_rx,
+        },
+        election,
+        listeners,
+        background,
+    })
+}
+
+/// Events go to the events file, the status board, the page's feed, the
+/// events metric and the latency history.
+fn event_sink(
+    opts: &Options,
+    state: &StateDir,
+    board: &Arc<Board>,
+    metrics: &Arc<Metrics>,
+    feed: &Arc<Feed>,
+    latencies: &Arc<LatencyRecorder>,
+) -> anyhow::Result<EventSink> {
+    let path = opts
+        .events
+        .clone()
+        .unwrap_or_else(|| state.root.join("events.jsonl"));
+    Ok(EventSink::to_file(&path, opts.events_rotation)?
+        .observed_by({
+            let (board, metrics, feed) = (board.clone(), metrics.clone(), feed.clone());
+            move |e| {
+                board.record_event(e);
+                feed.record(e);
+                metrics
+                    .events
+                    .get_or_create(&metrics::EventLabels {
+                        event: e.event.to_string(),
+                    })
+                    .inc();
+            }
+        })
+        .observed_by({
+            let latencies = latencies.clone();
+            move |e| latencies.record(e)
+        }))
+}
+
+/// Where the journal and the inventory live: the state directory, or (with
+/// `--ha`) the cluster, beside the Lease; and the election that goes with it.
+async fn stores(
+    opts: &Options,
+    state: &StateDir,
+    events: &EventSink,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<(Stores, Option<Election>)> {
+    let Some(ha_opts) = &opts.ha else {
+        let inventory_store = InventoryStore::file(state.inventory());
+        let inventory = inventory_store.load().await?;
+        let stores = Stores {
+            journal: Journal::new(state.journal_dir()),
+            inventory_store: Arc::new(inventory_store),
+            inventory,
+            shards: None,
+        };
+        return Ok((stores, None));
+    };
+    let crate::ha::Ha {
+        election,
+        store,
+        identity,
+        lease,
+    } = crate::ha::connect(ha_opts, clock.clone()).await?;
+    match &ha_opts.shards {
+        None => tracing::info!(
+            lease = %lease,
+            identity = %identity,
+            "--ha kubernetes: acting only while holding the lease; journals and inventory in ConfigMaps beside it"
+        ),
+        Some(n) => tracing::info!(
+            leases = %format!("{lease}-shard-0..{}", n - 1),
+            identity = %identity,
+            "--ha kubernetes --shards {n}: acting only on the pools of the shards held; journals and inventory in ConfigMaps beside the leases"
+        ),
+    }
+    let shards = store.shards.clone();
+    events.stamp_with(move |pool| crate::model::Actor {
+        daemon: identity.clone(),
+        epoch: shards.fence(shards.of(pool)).current().map(|t| t.epoch),
+    });
+    let stores = Stores {
+        journal: Journal::Shared(store.clone()),
+        shards: Some(store.shards.clone()),
+        inventory_store: Arc::new(InventoryStore::shared(store)),
+        inventory: Inventory::default(),
+    };
+    Ok((stores, Some(election)))
+}
+
+/// Status and metrics on TCP; state changes on the control socket; and
+/// `STATE/daemon.json`, which tells the CLI where they are.
+async fn listen(
+    opts: &Options,
+    state: &StateDir,
+    shared: HttpState,
+    started_at: jiff::Timestamp,
+) -> anyhow::Result<Listeners> {
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {} for status and metrics", opts.listen))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        tracing::warn!(
+            "status and metrics listen on {local}, beyond loopback, as configured with --listen"
+        );
+    }
+    let socket_path = listen::control_socket_path(&state.root);
+    let socket = listen::bind_control_socket(&socket_path, opts.control.socket_group.as_deref())?;
+    // Both listeners share what the open-files limit leaves after the reserve.
+    let limits = listen::Limits {
+        max_connections: opts
+            .control
+            .max_connections
+            .min(listen::connection_budget() / 2)
+            .max(1),
+        header_timeout: opts.control.header_timeout,
+    };
+    let tcp_router = http::router(HttpState {
+        tcp: Some(Arc::new(access::TcpRules {
+            local,
+            allowed_hosts: opts
+                .control
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            token_file: opts.control.token_file.clone(),
+            socket: socket_path.clone(),
+        })),
+        ..shared.clone()
+    });
+    let socket_router = http::router(shared);
+    let stop = Stop::new();
+    let tcp = tokio::spawn(listen::serve_tcp(
+        listener,
+        tcp_router,
+        limits,
+        stop.clone(),
+    ));
+    let socket = tokio::spawn(listen::serve_unix(
+        socket,
+        socket_router,
+        limits,
+        stop.clone(),
+    ));
+    let daemon_file = daemon_file(&state.root);
+    atomic_write(
+        &daemon_file,
+        serde_json::to_string_pretty(&DaemonFile {
+            pid: std::process::id(),
+            url: format!("http://{local}"),
+            control_socket: Some(socket_path.clone()),
+            started_at,
+        })?
+        .as_bytes(),
+    )?;
+    tracing::info!(
+        dir = %opts.dir.display(),
+        mode = if opts.dry_run { "dry-run" } else { "apply" },
+        git_committed_only = opts.git_committed_only,
+        control_socket = %socket_path.display(),
+        max_connections = limits.max_connections,
+        "poolwright run: status and metrics on http://{local}"
+    );
+    Ok(Listeners {
+        stop,
+        tcp,
+        socket,
+        daemon_file,
+        socket_path,
+    })
+}
+
+/// The systemd watchdog is pinged only while the loop turns: a stuck reload
+/// or round stops the pings, and systemd restarts the service.
+fn watchdog(heartbeat: &Arc<Heartbeat>) -> Option<JoinHandle<()>> {
+    systemd::watchdog_interval().map(|every| {
+        let heartbeat = heartbeat.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                if heartbeat.alive() {
+                    systemd::watchdog();
+                } else {
+                    tracing::error!(
+                        "the reconcile loop has not turned for {}s: not pinging the systemd watchdog",
+                        heartbeat.age().as_secs()
+                    );
+                }
+            }
+        })
+    })
+}
+
+/// Status changes reach the page's live stream within half a second; with
+/// nobody subscribed this costs one atomic load.
+fn publisher(feed: &Arc<Feed>, board: &Arc<Board>) -> JoinHandle<()> {
+    let (feed, board) = (feed.clone(), board.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            feed.publish_board(&board);
+        }
+    })
+}
