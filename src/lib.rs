@@ -8,6 +8,7 @@ pub mod clock;
 pub mod daemon;
 pub mod desired_dir;
 pub mod files;
+pub mod fleet;
 pub mod gitrev;
 pub mod ha;
 pub mod kube;

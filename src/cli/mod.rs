@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod fleet_cmd;
 mod forecast_cmd;
 mod plugin_cmd;
 mod rollout_cmd;
@@ -225,6 +226,28 @@ pub enum Command {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// A change across pools (FleetRollout): where it is, or pause or resume it
+    ///
+    /// Through the daemon running on the state directory: status from its
+    /// /v1/fleet, pause and resume through its control socket. Exit status of
+    /// status: 1 when a change shown is halted.
+    Fleet {
+        #[arg(value_enum)]
+        action: fleet_cmd::FleetAction,
+        /// The FleetRollout, or the id of its change (default for status: every one)
+        name: Option<String>,
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The daemon's status address, for status (default: read from STATE/daemon.json)
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Why (required to resume; recorded in the daemon's log and the event, with who asked)
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// Output format (status)
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Provider plug-ins: check one against the contract, or print the contract
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
@@ -404,6 +427,21 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             state_dir,
             reason,
         } => rollout_cmd::rollout(action, &pool, &state_dir, reason.as_deref()),
+        Command::Fleet {
+            action,
+            name,
+            state_dir,
+            url,
+            reason,
+            output,
+        } => fleet_cmd::fleet(
+            action,
+            name.as_deref(),
+            &state_dir,
+            url.as_deref(),
+            reason.as_deref(),
+            output,
+        ),
         Command::Plugin(cmd) => plugin_cmd::plugin(cmd),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
@@ -415,6 +453,32 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::OK)
         }
     }
+}
+
+/// Each FleetRollout's stages and the pools in each, in admission order.
+fn stage_summary(c: &spec::Config) -> String {
+    let mut out = String::new();
+    for (name, f) in &c.staging.fleets {
+        out.push_str(&format!(
+            "FleetRollout {name}: {} governed pool(s)\n",
+            f.governed()
+        ));
+        for (i, (stage, pools)) in f.stages.iter().enumerate() {
+            let shown: Vec<&str> = pools.iter().take(8).map(String::as_str).collect();
+            out.push_str(&format!(
+                "  {}. stage {stage}: {} pool(s): {}{}\n",
+                i + 1,
+                pools.len(),
+                shown.join(", "),
+                if pools.len() > shown.len() {
+                    format!(", and {} more", pools.len() - shown.len())
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    out
 }
 
 fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::Result<u8> {
@@ -429,7 +493,23 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                     "clusters": c.clusters.len(),
                     "nodePools": c.pools.len(),
                     "disruptionPolicies": c.policies.len(),
+                    "fleetRollouts": c.fleets.len(),
                 })
+            });
+            // Each FleetRollout's stages and their pools, in admission order.
+            let stages = report.config.as_ref().map(|c| {
+                c.staging
+                    .fleets
+                    .iter()
+                    .map(|(name, f)| {
+                        let stages: Vec<serde_json::Value> = f
+                            .stages
+                            .iter()
+                            .map(|(s, pools)| serde_json::json!({"name": s, "pools": pools}))
+                            .collect();
+                        (name.clone(), serde_json::json!({ "stages": stages }))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
             });
             let doc = serde_json::json!({
                 "formatVersion": 1,
@@ -439,6 +519,7 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                 "errorCount": errors,
                 "warningCount": warnings,
                 "kinds": counts,
+                "fleetRollouts": stages,
                 "diagnostics": report.diagnostics,
             });
             let mut out = std::io::stdout().lock();
@@ -451,24 +532,27 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                 writeln!(err, "{d}")?;
             }
             match &report.config {
-                Some(c) => println!(
-                    "{} is valid: {} file(s), {} provider(s), {} cluster(s), {} node pool(s){}{}",
-                    dir.display(),
-                    report.files,
-                    c.providers.len(),
-                    c.clusters.len(),
-                    c.pools.len(),
-                    if c.policies.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {} disruption policy(ies)", c.policies.len())
-                    },
-                    if warnings > 0 {
-                        format!(", {warnings} warning(s)")
-                    } else {
-                        String::new()
-                    },
-                ),
+                Some(c) => {
+                    println!(
+                        "{} is valid: {} file(s), {} provider(s), {} cluster(s), {} node pool(s){}{}",
+                        dir.display(),
+                        report.files,
+                        c.providers.len(),
+                        c.clusters.len(),
+                        c.pools.len(),
+                        if c.policies.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {} disruption policy(ies)", c.policies.len())
+                        },
+                        if warnings > 0 {
+                            format!(", {warnings} warning(s)")
+                        } else {
+                            String::new()
+                        },
+                    );
+                    print!("{}", stage_summary(c));
+                }
                 None => writeln!(
                     err,
                     "{} is invalid: {errors} error(s){}; nothing was changed",

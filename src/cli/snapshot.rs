@@ -2,17 +2,19 @@
 //! printed), the providers built from it, the inventory, and the pools and
 //! journals as observed now. `plan`, `apply` and `forecast` all start here.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::Common;
 use crate::clock::{Clock, SystemClock};
+use crate::model::TemplateHash;
 use crate::plan::render::Source;
 use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
 use crate::reconcile::observe;
 use crate::spec::{Config, Limits};
-use crate::store::{Inventory, Journal, StateDir};
+use crate::store::{FleetJournal, Inventory, Journal, StateDir};
 
 /// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
 pub(super) fn load(dir: &Path) -> Option<Config> {
@@ -52,15 +54,33 @@ pub(super) struct Snapshot {
     pub observed: Observed,
 }
 
+/// Observe the pools of `config` and read the journals. `revision` (the
+/// desired state's, `branch@sha`) names the change across pools this
+/// desired state would begin.
 pub(super) async fn snapshot(
     config: Config,
     state: &StateDir,
     clock: Arc<dyn Clock>,
+    revision: Option<String>,
 ) -> anyhow::Result<Snapshot> {
     let providers = Providers::build(&config, &state.root, clock.clone());
     let inventory = Inventory::load(&state.inventory())?;
     let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
     observed.rollouts = Journal::new(state.journal_dir()).all().await?;
+    let mut fleets = BTreeMap::new();
+    for (name, journal) in FleetJournal::new(state.fleet_dir())
+        .of(config.fleets.keys().map(String::as_str))
+        .await
+    {
+        // A journal that cannot be read: nothing is planned from a guess.
+        fleets.insert(name, journal.map_err(anyhow::Error::msg)?);
+    }
+    let id = |targets: &BTreeMap<String, TemplateHash>| {
+        revision
+            .clone()
+            .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
+    };
+    observed.fleets = crate::fleet::view::views(&config, &fleets, &id, clock.now());
     Ok(Snapshot {
         config,
         providers,
@@ -93,7 +113,8 @@ pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Optio
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let state = StateDir::new(&common.state_dir);
-    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone()))?;
+    let revision = source_of(dir).revision.map(|r| r.short());
+    let snap = runtime()?.block_on(snapshot(config, &state, clock.clone(), revision))?;
     let plan = plan::plan(
         &snap.config,
         &snap.observed,

@@ -128,7 +128,27 @@ pub fn render(doc: &StatusDoc) -> String {
             o.provider, o.pools, o.since
         ));
     }
-    out.push_str("\n\n");
+    out.push('\n');
+    for f in &doc.fleets {
+        out.push_str(&format!(
+            "fleet rollout {}: change {} {}, stage {} ({} of {}): {}/{} pools done, {} rolling, {} failed{}\n",
+            f.name,
+            f.change.as_deref().unwrap_or("(none)"),
+            f.status.to_uppercase(),
+            f.stage.as_deref().unwrap_or("-"),
+            f.stage_number.min(f.stages),
+            f.stages,
+            f.done,
+            f.pools,
+            f.rolling,
+            f.failed,
+            f.message
+                .as_ref()
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default()
+        ));
+    }
+    out.push('\n');
     if let Some(e) = &r.error {
         out.push_str(&format!("LAST ROUND FAILED: {e}\n\n"));
     }

@@ -52,6 +52,7 @@ fn record_overrides(
             message: format!("{policy} by {by}: {reason:?}"),
             revision: None,
             by: None,
+            fleet: None,
         });
     }
     Ok(())
@@ -194,8 +195,9 @@ pub(super) fn apply(
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rt = runtime()?;
-    let mut snap = rt.block_on(snapshot(config, &state, clock.clone()))?;
     let source = source_of(&dir);
+    let revision = source.revision.as_ref().map(|r| r.short());
+    let mut snap = rt.block_on(snapshot(config, &state, clock.clone(), revision))?;
     let plan: Plan = match saved {
         Some(s) => {
             s.check_fresh(&snap)?;

@@ -26,6 +26,8 @@ pub enum PoolState {
     Applying,
     /// Changes are due but a disruption policy holds the disruptive ones.
     Blocked,
+    /// Its roll waits for its FleetRollout (a later stage, a slot, a halt).
+    Held,
     /// A human paused its rollout.
     Paused,
     /// Its rollout stopped on failures and waits for a human.
@@ -44,6 +46,7 @@ impl PoolState {
             PoolState::InSync => "in-sync",
             PoolState::Applying => "applying",
             PoolState::Blocked => "blocked",
+            PoolState::Held => "held",
             PoolState::Paused => "paused",
             PoolState::Degraded => "degraded",
             PoolState::Pending => "pending",
@@ -51,10 +54,11 @@ impl PoolState {
             PoolState::Error => "error",
         }
     }
-    pub const ALL: [PoolState; 8] = [
+    pub const ALL: [PoolState; 9] = [
         PoolState::InSync,
         PoolState::Applying,
         PoolState::Blocked,
+        PoolState::Held,
         PoolState::Paused,
         PoolState::Degraded,
         PoolState::Pending,
@@ -218,6 +222,76 @@ pub struct StatusDoc {
     pub pools: Vec<PoolStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideStatus>,
+    /// Each FleetRollout's change, in short (`/v1/fleet` has the detail).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleets: Vec<FleetSummary>,
+}
+
+/// A FleetRollout's change in one line of status: where it is, what it
+/// waits for, why it halted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSummary {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
+    /// `running`, `paused`, `halted`, `completed`.
+    pub status: String,
+    /// The stage in progress (the last one once every stage passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    pub stage_number: usize,
+    pub stages: usize,
+    pub pools: usize,
+    pub done: usize,
+    pub rolling: usize,
+    pub waiting: usize,
+    pub failed: usize,
+    /// What the change waits for, or why it halted or was paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl FleetSummary {
+    pub fn of(f: &crate::reconcile::fleet::FleetStatus) -> FleetSummary {
+        use crate::fleet::ChangeStatus;
+        let current = f
+            .stages
+            .iter()
+            .position(|s| s.record.as_ref().is_none_or(|r| r.passed_at.is_none()));
+        let sum =
+            |k: fn(&crate::reconcile::fleet::StageStatus) -> usize| f.stages.iter().map(k).sum();
+        let message = match f.change.as_ref().map(|c| &c.status) {
+            Some(ChangeStatus::Halted { reason, .. }) => Some(format!("halted: {reason}")),
+            Some(ChangeStatus::Paused { by, reason, .. }) => {
+                Some(format!("paused by {by}: {reason}"))
+            }
+            _ => f.waiting.clone(),
+        };
+        FleetSummary {
+            name: f.name.clone(),
+            change: f.change.as_ref().map(|c| c.id.clone()),
+            status: f
+                .change
+                .as_ref()
+                .map_or("unknown", |c| c.status.as_str())
+                .into(),
+            stage: current
+                .or(f.stages.len().checked_sub(1))
+                .map(|i| f.stages[i].name.clone()),
+            stage_number: current.map_or(f.stages.len(), |i| i + 1),
+            stages: f.stages.len(),
+            pools: sum(|s| s.pools),
+            done: sum(|s| s.done),
+            rolling: sum(|s| s.rolling),
+            waiting: sum(|s| s.waiting),
+            failed: sum(|s| s.failed),
+            message,
+            error: f.error.clone(),
+        }
+    }
 }
 
 /// The fleet in numbers: pools by state, and their nodes as last seen.
@@ -261,6 +335,7 @@ impl StatusDoc {
             totals: None,
             pools: Vec::new(),
             overrides: self.overrides.clone(),
+            fleets: self.fleets.clone(),
         }
     }
 
@@ -317,6 +392,7 @@ impl Board {
                 totals: None,
                 pools: Vec::new(),
                 overrides: Vec::new(),
+                fleets: Vec::new(),
             }),
             version: AtomicU64::new(0),
         }

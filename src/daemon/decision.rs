@@ -98,6 +98,13 @@ pub fn decide(f: &PoolFacts) -> PoolAction {
         Headline::LeftAlone => return PoolAction::Show(PoolState::LeftAlone, p.reason.clone()),
         _ => {}
     }
+    // A FleetRollout holds its roll (a later stage, no free slot, a halt);
+    // any other step goes ahead.
+    if !p.has_changes()
+        && let Some(held) = p.fleet.as_ref().and_then(|f| f.held.as_ref())
+    {
+        return PoolAction::Show(PoolState::Held, held.clone());
+    }
     if !p.has_changes() {
         return match &p.blocked {
             Some(b) => PoolAction::Show(
@@ -153,6 +160,7 @@ mod tests {
             policy_overridden: None,
             notes: vec![],
             waiting: None,
+            fleet: None,
         }
     }
 

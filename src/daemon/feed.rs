@@ -284,6 +284,7 @@ mod tests {
             message: "healthy".into(),
             revision: None,
             by: None,
+            fleet: None,
         }
     }
 

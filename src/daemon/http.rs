@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use tokio::sync::oneshot;
 
 use super::access::{Denied, Peer, check_not_cross_site};
-use super::reconciler::{ControlAction, ControlRefusal, ControlRequest};
+use super::reconciler::{ControlAction, ControlRefusal, ControlRequest, ControlTarget};
 use super::shared::HttpState;
 use super::web;
 
@@ -40,6 +40,10 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/events/stream", get(web::events_stream))
         .route("/v1/pools/{pool}/pause", post(pause))
         .route("/v1/pools/{pool}/resume", post(resume))
+        .route("/v1/fleet", get(fleets))
+        .route("/v1/fleet/{fleet}", get(fleet))
+        .route("/v1/fleet/{fleet}/pause", post(fleet_pause))
+        .route("/v1/fleet/{fleet}/resume", post(fleet_resume))
         .with_state(state)
         // No answer is ever to be sniffed into another type (JSON shown as HTML).
         .layer(axum::middleware::map_response(
@@ -193,21 +197,71 @@ async fn plan(State(s): State<HttpState>) -> Response {
 async fn pause(
     state: State<HttpState>,
     peer: Extension<Peer>,
-    pool: Path<String>,
+    Path(pool): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    control(state, peer, pool, headers, body, ControlAction::Pause).await
+    let target = ControlTarget::Pool(pool);
+    control(state, peer, target, headers, body, ControlAction::Pause).await
 }
 
 async fn resume(
     state: State<HttpState>,
     peer: Extension<Peer>,
-    pool: Path<String>,
+    Path(pool): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    control(state, peer, pool, headers, body, ControlAction::Resume).await
+    let target = ControlTarget::Pool(pool);
+    control(state, peer, target, headers, body, ControlAction::Resume).await
+}
+
+async fn fleet_pause(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let target = ControlTarget::Fleet(fleet);
+    control(state, peer, target, headers, body, ControlAction::Pause).await
+}
+
+async fn fleet_resume(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let target = ControlTarget::Fleet(fleet);
+    control(state, peer, target, headers, body, ControlAction::Resume).await
+}
+
+/// Every FleetRollout's change: its stages, each pool's place, its gates'
+/// readings, its halt.
+async fn fleets(State(s): State<HttpState>) -> Response {
+    let all = s.fleet.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    axum::Json(serde_json::json!({ "fleets": all })).into_response()
+}
+
+/// One FleetRollout, by name (or by the id of its change).
+async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response {
+    let all = s.fleet.lock().unwrap_or_else(|p| p.into_inner());
+    match all
+        .iter()
+        .find(|f| f.name == name || f.change.as_ref().is_some_and(|c| c.id == name))
+    {
+        Some(f) => axum::Json(f).into_response(),
+        None => {
+            let shown: String = name.chars().take(80).collect();
+            (
+                StatusCode::NOT_FOUND,
+                format!("no FleetRollout or change {shown:?} in the desired state in force\n"),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// The body of a state change.
@@ -227,7 +281,7 @@ const BODY_LIMIT: usize = 16 * 1024;
 async fn control(
     State(s): State<HttpState>,
     Extension(peer): Extension<Peer>,
-    Path(pool): Path<String>,
+    target: ControlTarget,
     headers: HeaderMap,
     body: Body,
     action: ControlAction,
@@ -289,10 +343,21 @@ async fn control(
                 .collect::<String>()
         })
         .filter(|r| !r.trim().is_empty());
+    // Resuming a halted change across pools overrides what halted it: it
+    // needs a reason, for the log and the events.
+    if matches!(target, ControlTarget::Fleet(_))
+        && action == ControlAction::Resume
+        && reason.is_none()
+    {
+        return refuse(Denied(
+            StatusCode::BAD_REQUEST,
+            "resuming a fleet rollout's change needs a reason: {\"reason\": \"...\"}".into(),
+        ));
+    }
     let who = peer.describe(token.as_deref());
     let (reply, answer) = oneshot::channel();
     let request = ControlRequest {
-        pool,
+        target,
         action,
         who,
         reason,
@@ -303,7 +368,7 @@ async fn control(
     }
     match tokio::time::timeout(Duration::from_secs(30), answer).await {
         Ok(Ok(Ok(message))) => (StatusCode::OK, format!("{message}\n")).into_response(),
-        Ok(Ok(Err(ControlRefusal::UnknownPool(message)))) => {
+        Ok(Ok(Err(ControlRefusal::Unknown(message)))) => {
             (StatusCode::NOT_FOUND, format!("{message}\n")).into_response()
         }
         Ok(Ok(Err(ControlRefusal::Refused(message)))) => {

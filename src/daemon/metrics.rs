@@ -70,6 +70,17 @@ pub struct EventLabels {
     pub event: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FleetLabels {
+    pub fleet: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FleetPoolsLabels {
+    pub fleet: String,
+    pub state: String,
+}
+
 fn call_histogram() -> Histogram {
     // 1 ms .. ~16 s
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -100,6 +111,9 @@ pub struct Metrics {
     pub provider_errors: Family<CallErrorLabels, Counter>,
     pub provider_seconds: Family<CallLabels, Histogram, fn() -> Histogram>,
     pub events: Family<EventLabels, Counter>,
+    pub fleet_change_stage: Family<FleetLabels, Gauge>,
+    pub fleet_pools: Family<FleetPoolsLabels, Gauge>,
+    pub fleet_halted: Family<FleetLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -128,6 +142,9 @@ impl Metrics {
             blocked_seconds: Family::default(),
             next_window_start: Family::default(),
             overrides: Counter::default(),
+            fleet_change_stage: Family::default(),
+            fleet_pools: Family::default(),
+            fleet_halted: Family::default(),
             provider_calls: Family::default(),
             provider_errors: Family::default(),
             provider_seconds: Family::new_with_constructor(call_histogram),
@@ -175,6 +192,21 @@ impl Metrics {
             m.shard_handover_seconds.clone(),
         );
         registry.register("pools", "Pools by state", m.pools.clone());
+        registry.register(
+            "fleet_change_stage",
+            "The stage a FleetRollout's change is in (0-based; the number of stages once every stage passed)",
+            m.fleet_change_stage.clone(),
+        );
+        registry.register(
+            "fleet_pools",
+            "A FleetRollout's governed pools by where they stand in its change",
+            m.fleet_pools.clone(),
+        );
+        registry.register(
+            "fleet_halted",
+            "1 while a FleetRollout's change is halted",
+            m.fleet_halted.clone(),
+        );
         registry.register("nodes", "Nodes by pool and state", m.nodes.clone());
         registry.register(
             "rollout_nodes",

@@ -24,6 +24,8 @@ pub struct HttpState {
     pub feed: Arc<Feed>,
     /// The pool page's forecasts.
     pub forecasts: Arc<PageForecasts>,
+    /// Each FleetRollout's change (`/v1/fleet`).
+    pub fleet: super::reconciler::fleet::FleetView,
     pub control: mpsc::UnboundedSender<ControlRequest>,
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.

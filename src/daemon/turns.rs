@@ -40,6 +40,7 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             reload = Some(Trigger::Resync);
             continue;
         }
+        d.reconciler.fleet_tick().await;
         d.reconciler.dispatch();
         d.reconciler.publish();
         let board = &d.board;
@@ -87,6 +88,8 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             Some(o) = inbox.observed.recv() => d.reconciler.observed(o).await,
             Some(done) = inbox.done.recv() => d.reconciler.finished(done).await,
             Some(request) = inbox.control.recv() => d.reconciler.control(request).await,
+            Some(read) = inbox.gates.recv() => d.reconciler.gate_read(read).await,
+            Some(e) = inbox.pool_events.recv() => d.reconciler.pool_event(e).await,
             Ok(()) = inbox.leading.changed(), if ha_enabled => {
                 let now = inbox.leading.borrow_and_update().clone();
                 d.metrics.leader.set(i64::from(now.leader()));

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use super::board::{Board, DaemonInfo};
 use super::feed::Feed;
 use super::metrics::{self, Metrics};
+use super::reconciler::fleet::GateRead;
 use super::reconciler::{ControlRequest, Done, Observation, Reconciler, Settings, Stores};
 use super::shared::{Heartbeat, HttpState};
 use super::source::ConfigSource;
@@ -21,7 +22,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::ha::{Election, Leading};
 use crate::reconcile::{EventSink, Stop};
 use crate::store::latency::{LatencyRecorder, LatencyStore};
-use crate::store::{Inventory, InventoryStore, Journal, StateDir, atomic_write};
+use crate::store::{FleetJournal, Inventory, InventoryStore, Journal, StateDir, atomic_write};
 
 /// The running daemon.
 pub(super) struct Daemon {
@@ -47,6 +48,11 @@ pub(super) struct Inbox {
     pub files: mpsc::UnboundedReceiver<()>,
     /// What this daemon may act on (`--ha`); fixed without it.
     pub leading: watch::Receiver<Leading>,
+    /// A FleetRollout's gate, read off the loop.
+    pub gates: mpsc::UnboundedReceiver<GateRead>,
+    /// Pools' events a change across pools must know at once (a rollout
+    /// went Degraded, or started to roll back).
+    pub pool_events: mpsc::UnboundedReceiver<crate::model::Event>,
 }
 
 /// The election task (`--ha`), stopped and its leases released at shutdown.
@@ -95,9 +101,17 @@ pub(super) async fn build(
     let feed = Arc::new(Feed::new());
     // Each pool's latency history, for forecasts.
     let latencies = Arc::new(LatencyRecorder::new(LatencyStore::new(&state.root)));
-    let events = Arc::new(event_sink(
-        opts, &state, &board, &metrics, &feed, &latencies,
-    )?);
+    let (pool_events_tx, pool_events) = mpsc::unbounded_channel();
+    let events = Arc::new(
+        event_sink(opts, &state, &board, &metrics, &feed, &latencies)?.observed_by(move |e| {
+            if matches!(
+                e.event,
+                crate::model::EventKind::Degraded | crate::model::EventKind::RollbackStarted
+            ) {
+                let _ = pool_events_tx.send(e.clone());
+            }
+        }),
+    );
     let (stores, election) = stores(opts, &state, &events, &clock).await?;
     let (leading_tx, leading_rx) = watch::channel(Leading::waiting());
     let election = election.map(|e| {
@@ -116,6 +130,7 @@ pub(super) async fn build(
 
     let (done_tx, done) = mpsc::unbounded_channel();
     let (observed_tx, observed) = mpsc::unbounded_channel();
+    let (gate_tx, gates) = mpsc::unbounded_channel();
     let reconciler = Reconciler::new(
         Settings {
             prune: opts.prune,
@@ -123,6 +138,7 @@ pub(super) async fn build(
             parallelism: opts.parallelism,
             retry_after: opts.retry_after,
             resync: opts.resync,
+            ha_retry: opts.ha.as_ref().map(|h| h.retry_period),
         },
         source.clone(),
         state.clone(),
@@ -133,6 +149,7 @@ pub(super) async fn build(
         feed.clone(),
         done_tx,
         observed_tx,
+        gate_tx,
         stores,
     )?;
     let heartbeat = Arc::new(Heartbeat::new(opts.control.liveness_timeout));
@@ -144,6 +161,7 @@ pub(super) async fn build(
         latest_plan: reconciler.latest_plan(),
         feed: feed.clone(),
         forecasts: Arc::new(web::forecast::PageForecasts::new(state.root.clone())),
+        fleet: reconciler.fleet_view(),
         control: control_tx,
         heartbeat: heartbeat.clone(),
         tcp: None,
@@ -173,6 +191,8 @@ pub(super) async fn build(
             control,
             files,
             leading: leading_rx,
+            gates,
+            pool_events,
         },
         election,
         listeners,
@@ -230,6 +250,7 @@ async fn stores(
             inventory_store: Arc::new(inventory_store),
             inventory,
             shards: None,
+            fleet_journal: FleetJournal::new(state.fleet_dir()),
         };
         return Ok((stores, None));
     };
@@ -259,6 +280,7 @@ async fn stores(
     let stores = Stores {
         journal: Journal::Shared(store.clone()),
         shards: Some(store.shards.clone()),
+        fleet_journal: FleetJournal::Shared(store.clone()),
         inventory_store: Arc::new(InventoryStore::shared(store)),
         inventory: Inventory::default(),
     };

@@ -71,6 +71,20 @@ event_kinds! {
     RolloutPaused = "rollout_paused",
     RolloutResumed = "rollout_resumed",
     DisruptionPolicyOverridden = "disruption_policy_overridden",
+    // A change across pools (`kind: FleetRollout`).
+    FleetChangeStarted = "fleet_change_started",
+    FleetStageStarted = "fleet_stage_started",
+    FleetStageCompleted = "fleet_stage_completed",
+    FleetStagePassed = "fleet_stage_passed",
+    FleetPoolAdmitted = "fleet_pool_admitted",
+    FleetPoolDone = "fleet_pool_done",
+    FleetPoolFailed = "fleet_pool_failed",
+    FleetPoolRolledBack = "fleet_pool_rolled_back",
+    FleetGateChanged = "fleet_gate_changed",
+    FleetHalted = "fleet_halted",
+    FleetPaused = "fleet_paused",
+    FleetResumed = "fleet_resumed",
+    FleetCompleted = "fleet_completed",
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +129,18 @@ pub struct Event {
     /// stamped by the sink.
     #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
     pub by: Option<Actor>,
+    /// The change across pools it belongs to (`fleet_*` events, and a pool's
+    /// events while a FleetRollout governs its roll).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetRef>,
+}
+
+/// A FleetRollout and one of its changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetRef {
+    pub name: String,
+    pub change: String,
 }
 
 /// The daemon an event comes from and its term (the epoch of the lease of
@@ -189,6 +215,19 @@ mod tests {
                 "rollout_paused",
                 "rollout_resumed",
                 "disruption_policy_overridden",
+                "fleet_change_started",
+                "fleet_stage_started",
+                "fleet_stage_completed",
+                "fleet_stage_passed",
+                "fleet_pool_admitted",
+                "fleet_pool_done",
+                "fleet_pool_failed",
+                "fleet_pool_rolled_back",
+                "fleet_gate_changed",
+                "fleet_halted",
+                "fleet_paused",
+                "fleet_resumed",
+                "fleet_completed",
             ]
         );
         for k in EventKind::ALL {

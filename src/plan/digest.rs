@@ -79,9 +79,10 @@ pub fn work_key(p: &super::PoolPlan) -> String {
                 size,
                 template,
                 settings,
+                rollback,
                 ..
             } => {
-                serde_json::json!({"roll": {"size": size, "template": template.hash(), "settings": settings}})
+                serde_json::json!({"roll": {"size": size, "template": template.hash(), "settings": settings, "rollback": rollback.is_some()}})
             }
             Step::Scale { to, settings, .. } => {
                 serde_json::json!({"scale": {"to": to, "settings": settings}})

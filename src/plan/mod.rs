@@ -6,6 +6,7 @@
 
 mod attributes;
 mod digest;
+pub mod fleet;
 mod planner;
 pub mod render;
 
@@ -26,6 +27,10 @@ pub const FORMAT_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub pools: Vec<PoolPlan>,
+    /// Each FleetRollout's stage plan: which pools roll in which stage,
+    /// what soak and which gates, and where its change stands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleets: Vec<fleet::FleetPlan>,
 }
 
 /// The headline of a pool's plan, in Terraform's vocabulary.
@@ -85,7 +90,21 @@ pub enum Step {
         size: u32,
         template: Box<NodeTemplate>,
         settings: Box<Settings>,
+        /// A roll back to the template the pool had before a change across
+        /// pools that halted (`onHalt: rollback`): it ends rolled back, and
+        /// the template it leaves is not tried again until a human resumes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rollback: Option<Box<RollBack>>,
     },
+}
+
+/// Why a roll goes back, and from what.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollBack {
+    /// The template it leaves (the change's).
+    pub failed: TemplateHash,
+    pub reason: String,
 }
 
 impl Step {
@@ -158,7 +177,8 @@ pub struct PoolPlan {
     /// Why, in one sentence.
     pub reason: String,
     pub attributes: Vec<AttrChange>,
-    /// Steps `apply` will run now (disruptive steps are omitted while blocked).
+    /// Steps `apply` will run now (disruptive steps are omitted while blocked
+    /// or held by a FleetRollout).
     pub steps: Vec<Step>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPlan>,
@@ -181,6 +201,10 @@ pub struct PoolPlan {
     /// Degraded, or rolled back; nothing is done to it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
+    /// The FleetRollout that governs its roll: its stage, and why the roll
+    /// waits when it does (the roll is then not a step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<fleet::PoolFleet>,
 }
 
 impl PoolPlan {
@@ -202,7 +226,15 @@ pub struct Summary {
     /// Pools whose rollout waits for a human.
     #[serde(default)]
     pub waiting: usize,
+    /// Pools whose roll waits for its FleetRollout (a later stage, a slot,
+    /// a halt).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: usize,
     pub errors: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Plan {
@@ -238,6 +270,9 @@ impl Plan {
             if p.waiting.is_some() {
                 s.waiting += 1;
             }
+            if p.fleet.as_ref().is_some_and(|f| f.held.is_some()) {
+                s.held += 1;
+            }
             if p.headline == Headline::Error {
                 s.errors += 1;
             }
@@ -252,8 +287,11 @@ impl Plan {
     /// The desired state is not reached: steps to run, or steps held (by a
     /// policy or for a human). What `--detailed-exitcode` reports as 2.
     pub fn differs(&self) -> bool {
-        self.pools
-            .iter()
-            .any(|p| p.has_changes() || p.blocked.is_some() || p.waiting.is_some())
+        self.pools.iter().any(|p| {
+            p.has_changes()
+                || p.blocked.is_some()
+                || p.waiting.is_some()
+                || p.fleet.as_ref().is_some_and(|f| f.held.is_some())
+        })
     }
 }

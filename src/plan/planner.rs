@@ -7,6 +7,7 @@ use jiff::Timestamp;
 
 use super::attributes::{attributes, diff};
 use super::{Blocked, Drift, Headline, Plan, PoolPlan, RolloutPlan, Step};
+use crate::fleet::FleetView;
 use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
 use crate::policy::{self, Gate};
@@ -26,6 +27,8 @@ pub struct Observed {
     pub rollouts: BTreeMap<String, Result<RolloutState, String>>,
     /// Providers that can reimage nodes in place.
     pub reimaging: BTreeSet<String>,
+    /// Each FleetRollout's rules and change (from its journal).
+    pub fleets: BTreeMap<String, FleetView>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +64,8 @@ pub fn plan(
         }
     }
     pools.sort_by(|a, b| a.pool.cmp(&b.pool));
-    Plan { pools }
+    let fleets = super::fleet::stage_plans(&observed.fleets, &pools);
+    Plan { pools, fleets }
 }
 
 /// One pool's plan, as [`plan`] would make it: a pool of the files, or a
@@ -98,6 +102,7 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         policy_overridden: None,
         notes: Vec::new(),
         waiting: None,
+        fleet: None,
     }
 }
 
@@ -395,6 +400,7 @@ fn plan_pool(
             size: target,
             template: Box::new(template.clone()),
             settings: set,
+            rollback: None,
         });
     } else {
         // New nodes (scale-up) must launch on the new template.
@@ -413,6 +419,16 @@ fn plan_pool(
     }
     if obs.in_place != in_place {
         p.steps.push(Step::UpdateInPlace { to: in_place });
+    }
+    // A FleetRollout may hold the roll (a later stage, no free slot, a halt),
+    // or turn it round (a halt with onHalt: rollback), before the policy
+    // looks at what is left.
+    if let Some(view) = observed
+        .fleets
+        .values()
+        .find(|v| v.rules.stage_of(name).is_some())
+    {
+        super::fleet::govern(&mut p, view, doc, Some(obs), target);
     }
 
     // Disruptive steps wait for the disruption policy, for the change classes
@@ -462,7 +478,14 @@ fn plan_pool(
         _ => Headline::NoOp,
     };
     let superseding = journal.is_some_and(|r| r.target != hash && !r.status.is_terminal());
+    let rolling_back = p.fleet.as_ref().is_some_and(|f| f.rollback);
     p.reason = match (&p.rollout, updates) {
+        (Some(r), _) if rolling_back => format!(
+            "its FleetRollout's change halted (onHalt: rollback): {} of {} nodes go back to template {}",
+            r.outdated,
+            obs.live_nodes().count(),
+            r.to_template
+        ),
         (Some(r), _) if resuming => format!(
             "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template (now {} nodes, converging on {})",
             r.outdated,

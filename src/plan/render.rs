@@ -276,12 +276,13 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         .filter(|p| {
             p.has_changes()
                 || p.blocked.is_some()
+                || held(p)
                 || matches!(p.headline, Headline::LeftAlone | Headline::Error)
         })
         .collect();
     if acting
         .iter()
-        .any(|p| p.has_changes() || p.blocked.is_some())
+        .any(|p| p.has_changes() || p.blocked.is_some() || held(p))
     {
         let _ = writeln!(out, "poolwright will perform the following actions:\n");
     }
@@ -291,6 +292,7 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
             p.headline,
             Headline::LeftAlone | Headline::Error | Headline::NoOp
         ) && p.blocked.is_none()
+            && !held(p)
         {
             let _ = writeln!(out);
             continue;
@@ -341,6 +343,29 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 ))
             );
         }
+        if let Some(f) = &p.fleet {
+            let _ = writeln!(
+                out,
+                "    fleet rollout {}: stage {} ({} of {}), change {}",
+                f.name, f.stage, f.stage_number, f.stages, f.change
+            );
+            if let Some(h) = &f.held {
+                let _ = writeln!(
+                    out,
+                    "    {}",
+                    style.yellow(&format!(
+                        "held: {h}; the roll waits, the other changes proceed"
+                    ))
+                );
+            }
+            if f.rollback {
+                let _ = writeln!(
+                    out,
+                    "    {}",
+                    style.red("rolls back: the change halted with onHalt: rollback")
+                );
+            }
+        }
         if let Some(b) = &p.blocked {
             let until = match b.until {
                 Some(t) => format!(" until {}", format_until(t, b.timezone.as_deref())),
@@ -358,6 +383,9 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         let _ = writeln!(out);
     }
 
+    for f in &plan.fleets {
+        render_fleet(&mut out, style, f);
+    }
     let s = plan.summary();
     if s.errors > 0 {
         let _ = writeln!(
@@ -375,6 +403,80 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         let _ = writeln!(out, "{}", style.bold(&footer(&s)));
     }
     out
+}
+
+fn held(p: &PoolPlan) -> bool {
+    p.fleet.as_ref().is_some_and(|f| f.held.is_some())
+}
+
+fn duration(secs: u64) -> String {
+    jiff::SignedDuration::from_secs(secs as i64)
+        .to_string()
+        .to_ascii_lowercase()
+        .trim_start_matches("pt")
+        .to_string()
+}
+
+/// A FleetRollout's stage plan: which pools roll in which stage, with what
+/// soak and which gates, and where its change stands.
+fn render_fleet(out: &mut String, style: Style, f: &super::fleet::FleetPlan) {
+    let state = if f.new {
+        "begins when this plan is applied".to_string()
+    } else {
+        match &f.reason {
+            Some(r) => format!("{}: {r}", f.status),
+            None => f.status.clone(),
+        }
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        style.bold(&format!(
+            "Fleet rollout {}: change {} ({state})",
+            f.name, f.change
+        ))
+    );
+    for (i, s) in f.stages.iter().enumerate() {
+        let soak = if s.soak_seconds > 0 {
+            format!(", soak {}", duration(s.soak_seconds))
+        } else {
+            String::new()
+        };
+        let first = if s.first.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " [{}{}]",
+                s.first.join(", "),
+                if s.pools > s.first.len() { ", ..." } else { "" }
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  {}. stage {}: {} pool(s){first}, {} to roll{soak}: {}",
+            i + 1,
+            s.name,
+            s.pools,
+            s.rolling,
+            s.state
+        );
+    }
+    let mut rules = vec![format!(
+        "halt after {} failed pool(s) ({})",
+        f.failed_pools,
+        match f.on_halt {
+            crate::spec::types::OnHalt::Hold => "hold",
+            crate::spec::types::OnHalt::Rollback => "roll back",
+        }
+    )];
+    if let Some(m) = f.max_concurrent_pools {
+        rules.insert(0, format!("at most {m} pool(s) at once"));
+    }
+    let _ = writeln!(out, "  {}", rules.join("; "));
+    for g in &f.gates {
+        let _ = writeln!(out, "  gate {g}");
+    }
+    let _ = writeln!(out);
 }
 
 pub fn footer(s: &Summary) -> String {
@@ -397,6 +499,9 @@ pub fn footer(s: &Summary) -> String {
             s.waiting
         );
     }
+    if s.held > 0 {
+        let _ = write!(text, " {} pool(s) held by a fleet rollout.", s.held);
+    }
     text
 }
 
@@ -407,6 +512,8 @@ struct JsonPlan<'a> {
     source: &'a Source,
     summary: Summary,
     pools: Vec<JsonPool<'a>>,
+    #[serde(skip_serializing_if = "<[super::fleet::FleetPlan]>::is_empty")]
+    fleets: &'a [super::fleet::FleetPlan],
 }
 
 #[derive(Serialize)]
@@ -430,6 +537,8 @@ struct JsonPool<'a> {
     error: bool,
     drift: &'a [super::Drift],
     steps: &'a [super::Step],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: &'a Option<super::fleet::PoolFleet>,
 }
 
 /// The versioned JSON form of a plan.
@@ -468,6 +577,7 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
                 error: p.headline == Headline::Error,
                 drift: &p.drift,
                 steps: &p.steps,
+                fleet: &p.fleet,
             }
         })
         .collect();
@@ -476,6 +586,7 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
         source,
         summary: plan.summary(),
         pools,
+        fleets: &plan.fleets,
     })
     .expect("a plan serializes")
 }

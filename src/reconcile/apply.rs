@@ -57,6 +57,10 @@ pub struct ApplyOutcome {
     pub steps_done: usize,
     /// `nodepool.NAME: STEP: error`, one per pool that stopped.
     pub errors: Vec<String>,
+    /// A step failed (a provider refused, the rollout went Degraded or
+    /// rolled back), as opposed to stopping for a human's pause: what a
+    /// change across pools counts as a failed pool.
+    pub failed: bool,
 }
 
 impl ApplyOutcome {
@@ -97,6 +101,11 @@ pub fn describe_step(step: &Step) -> String {
         Step::Scale { from, to, .. } => format!("scale {from} -> {to}"),
         Step::UpdateInPlace { .. } => "update labels/annotations/taints/tags in place".into(),
         Step::SetTemplate { to } => format!("set template {}", to.hash()),
+        Step::Roll {
+            outdated,
+            rollback: Some(_),
+            ..
+        } => format!("roll {outdated} node(s) back to the template before the halted change"),
         Step::Roll { outdated, .. } => format!("roll {outdated} outdated node(s)"),
     }
 }
@@ -189,6 +198,7 @@ async fn pool_steps(
                     message,
                     revision: None,
                     by: None,
+                    fleet: None,
                 });
                 break;
             }
@@ -203,9 +213,11 @@ async fn pool_steps(
                     message: describe_step(step),
                     revision: None,
                     by: None,
+                    fleet: None,
                 });
             }
             Err(message) => {
+                outcome.failed |= !matches!(message, StepError::Paused { .. });
                 let text = format!("{who}: {}: {message}", describe_step(step));
                 ctx.events.emit(Event {
                     ts: ctx.clock.now(),
@@ -216,6 +228,7 @@ async fn pool_steps(
                     message: text.clone(),
                     revision: None,
                     by: None,
+                    fleet: None,
                 });
                 record_applied(p, provider.as_ref(), ctx)
                     .await
@@ -380,8 +393,20 @@ async fn run_step(
                 .map_err(err),
         ),
         Step::Roll {
-            template, settings, ..
-        } => roll(p, (**template).clone(), (**settings).clone(), ctx).await,
+            template,
+            settings,
+            rollback,
+            ..
+        } => {
+            roll(
+                p,
+                (**template).clone(),
+                (**settings).clone(),
+                rollback.as_deref(),
+                ctx,
+            )
+            .await
+        }
         // Shrinking goes through the executor too: victims are drained first and
         // the budget holds. (When the pool also rolls, the roll converges on
         // the new size itself, and no Scale step is planned beside it.)
@@ -397,7 +422,7 @@ async fn run_step(
                 .as_deref()
                 .cloned()
                 .ok_or(StepError::NoSettings(*to))?;
-            roll(p, current.template, settings, ctx).await
+            roll(p, current.template, settings, None, ctx).await
         }
     }
 }
@@ -419,6 +444,7 @@ async fn roll(
     p: &PoolPlan,
     template: crate::model::NodeTemplate,
     settings: Settings,
+    rollback: Option<&crate::plan::RollBack>,
     ctx: &ApplyContext<'_>,
 ) -> Result<StepEnd, StepError> {
     let (provider, drainer) = attach_cluster(p, provider_of(ctx, p)?, ctx).await?;
@@ -426,17 +452,35 @@ async fn roll(
         return Err(StepError::CannotReimage(p.provider.clone()));
     }
     let poll = provider.capabilities().poll_interval;
-    let mut rollout = Executor::start(
-        &p.pool,
-        template,
-        settings,
-        provider,
-        drainer,
-        ctx.journal,
-        ctx.events,
-        ctx.clock,
-    )
-    .await?;
+    let mut rollout = match rollback {
+        None => {
+            Executor::start(
+                &p.pool,
+                template,
+                settings,
+                provider,
+                drainer,
+                ctx.journal,
+                ctx.events,
+                ctx.clock,
+            )
+            .await?
+        }
+        Some(rb) => {
+            Executor::start_rollback(
+                &p.pool,
+                template,
+                rb,
+                settings,
+                provider,
+                drainer,
+                ctx.journal,
+                ctx.events,
+                ctx.clock,
+            )
+            .await?
+        }
+    };
     rollout.override_policy = ctx.override_policy;
     rollout.stop = Some(ctx.stop.clone());
     match rollout.run(poll).await? {
@@ -449,6 +493,8 @@ async fn roll(
             EventKind::RolloutWaiting,
             "waiting for the disruption policy; the rollout continues on the next apply (or under `poolwright run`) when it allows".into(),
         )),
+        // Rolled back because a change across pools asked: done as asked.
+        Status::RolledBack { .. } if rollback.is_some() => Ok(StepEnd::Done),
         Status::RolledBack { reason, .. } => Err(StepError::RolledBack(reason)),
         Status::Degraded { reason } => Err(StepError::Degraded {
             pool: p.pool.clone(),

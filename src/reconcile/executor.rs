@@ -12,9 +12,10 @@ use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::{Counts, Event};
 use crate::model::{EventKind, NodeState, NodeTemplate, ObservedPool, TemplateHash};
+use crate::plan::RollBack;
 use crate::provider::{Drainer, ErrorKind, Provider, ProviderError, ReportsChanges};
 use crate::rollout::decide::{
-    Action, Inputs, Note, Outcome, Quiet, absorb, begin, decide, is_available,
+    Action, Inputs, Note, Outcome, Quiet, absorb, begin, begin_rollback, decide, is_available,
 };
 use crate::rollout::index::PoolIndex;
 use crate::rollout::state::PendingCreate;
@@ -95,6 +96,53 @@ impl<'a> Executor<'a> {
         events: &'a EventSink,
         clock: &'a dyn Clock,
     ) -> Result<Executor<'a>, ExecutorError> {
+        Executor::open(
+            pool, desired, None, settings, provider, drainer, journal, events, clock,
+        )
+        .await
+    }
+
+    /// Start (or resume) a rollout of `pool` back to `back`, leaving the
+    /// template `rollback.failed` (a change across pools halted with
+    /// `onHalt: rollback`): it ends `RolledBack`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_rollback(
+        pool: &str,
+        back: NodeTemplate,
+        rollback: &RollBack,
+        settings: Settings,
+        provider: Arc<dyn Provider>,
+        drainer: Arc<dyn Drainer>,
+        journal: &'a Journal,
+        events: &'a EventSink,
+        clock: &'a dyn Clock,
+    ) -> Result<Executor<'a>, ExecutorError> {
+        Executor::open(
+            pool,
+            back,
+            Some(rollback),
+            settings,
+            provider,
+            drainer,
+            journal,
+            events,
+            clock,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn open(
+        pool: &str,
+        desired: NodeTemplate,
+        rollback: Option<&RollBack>,
+        settings: Settings,
+        provider: Arc<dyn Provider>,
+        drainer: Arc<dyn Drainer>,
+        journal: &'a Journal,
+        events: &'a EventSink,
+        clock: &'a dyn Clock,
+    ) -> Result<Executor<'a>, ExecutorError> {
         let observed = observe(provider.as_ref(), pool, clock).await?;
         let prior = journal.load(pool).await?;
         let target = desired.hash();
@@ -112,7 +160,7 @@ impl<'a> Executor<'a> {
             Some(RolloutState {
                 status: Status::RolledBack { failed, .. },
                 ..
-            }) if failed == target => {
+            }) if failed == target && rollback.is_none() => {
                 return Err(ExecutorError::RolledBack {
                     pool: pool.to_string(),
                     target,
@@ -120,15 +168,28 @@ impl<'a> Executor<'a> {
             }
             prior => {
                 let superseded = prior.as_ref().filter(|p| !p.status.is_terminal());
-                begin(
-                    pool,
-                    desired.clone(),
-                    observed.template.clone(),
-                    settings,
-                    &observed.nodes,
-                    superseded,
-                    now,
-                )
+                match rollback {
+                    None => begin(
+                        pool,
+                        desired.clone(),
+                        observed.template.clone(),
+                        settings,
+                        &observed.nodes,
+                        superseded,
+                        now,
+                    ),
+                    Some(rb) => begin_rollback(
+                        pool,
+                        desired.clone(),
+                        observed.template.clone(),
+                        rb.failed,
+                        rb.reason.clone(),
+                        settings,
+                        &observed.nodes,
+                        superseded,
+                        now,
+                    ),
+                }
             }
         };
         let mut r = Executor {
@@ -177,11 +238,15 @@ impl<'a> Executor<'a> {
             None,
             true,
             format!(
-                "{}to template {}: {} ({} semantics), surge {}, unavailable {}, floor {}",
+                "{}{}to template {}: {} ({} semantics), surge {}, unavailable {}, floor {}",
                 if resumed {
                     "resumed from the journal: "
                 } else {
                     ""
+                },
+                match &r.state.rollback_reason {
+                    Some(why) => format!("rolling back ({why}) "),
+                    None => String::new(),
                 },
                 r.state.target,
                 budget.strategy().as_str(),
@@ -324,6 +389,7 @@ impl<'a> Executor<'a> {
             message,
             revision: None,
             by: None,
+            fleet: None,
         });
     }
 

@@ -14,6 +14,6 @@ pub mod index;
 pub mod state;
 
 pub use budget::{Budget, Strategy};
-pub use decide::{Action, DrainProgress, Inputs, Outcome, absorb, begin, decide};
+pub use decide::{Action, DrainProgress, Inputs, Outcome, absorb, begin, begin_rollback, decide};
 pub use index::PoolIndex;
 pub use state::{Mark, RolloutState, Settings, Status};

@@ -373,6 +373,10 @@ pub struct RolloutState {
     /// Set while rolling back: the template that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<TemplateHash>,
+    /// Why it rolls back, when something outside the pool asked (a change
+    /// across pools that halted); a failed node's rollback says so itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_reason: Option<String>,
     /// Create calls journaled so far in this rollout; each one's idempotency
     /// key is derived from its number.
     #[serde(default)]

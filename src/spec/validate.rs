@@ -355,10 +355,12 @@ fn resolve_staging(config: &mut Config, diags: &mut Vec<Diagnostic>) {
     let mut governed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut twice: Vec<(&str, &str, &str)> = Vec::new();
     let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut matched: BTreeMap<&str, usize> = BTreeMap::new();
     for (fleet, e) in &config.fleets {
         let selector = e.doc.spec.selector.as_ref().map(|s| &s.value);
         for (pool, p) in &config.pools {
             if selector.is_none_or(|s| s.matches(&p.doc.metadata.labels)) {
+                *matched.entry(fleet).or_default() += 1;
                 match owner.get(pool.as_str()) {
                     Some(first) => twice.push((pool, first, fleet)),
                     None => {
@@ -464,7 +466,7 @@ fn resolve_staging(config: &mut Config, diags: &mut Vec<Diagnostic>) {
                 ),
             ));
         }
-        if pools.is_empty() {
+        if matched.get(fleet.as_str()).is_none_or(|n| *n == 0) {
             diags.push(Diagnostic::warning(
                 &e.file,
                 spec.selector.as_ref().map_or(e.pos, |s| s.pos.or(e.pos)),

@@ -163,6 +163,7 @@ mod tests {
             message: String::new(),
             revision: None,
             by: None,
+            fleet: None,
         }
     }
 

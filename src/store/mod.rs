@@ -2,6 +2,7 @@
 //! the inventory of pools poolwright manages, the rollout journal, the lock
 //! that keeps two writers apart, and atomic file replacement.
 
+pub mod fleet;
 mod inventory;
 pub mod journal;
 pub mod latency;
@@ -10,6 +11,7 @@ pub mod overrides;
 pub mod shared;
 pub mod snapshot_log;
 
+pub use fleet::FleetJournal;
 pub use inventory::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 pub use journal::Journal;
 pub use lock::{LockHolder, StateLock};
@@ -52,5 +54,8 @@ impl StateDir {
     }
     pub fn journal_dir(&self) -> PathBuf {
         self.root.join("journal")
+    }
+    pub fn fleet_dir(&self) -> PathBuf {
+        self.root.join("fleet")
     }
 }

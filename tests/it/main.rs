@@ -13,6 +13,7 @@ mod crash_resume;
 mod daemon;
 mod daemon_fleet;
 mod disruption_override;
+mod fleet_rollouts;
 mod forecast;
 mod hardening;
 mod invalid_corpus;

@@ -106,6 +106,20 @@ impl Authority {
         }
     }
 
+    /// Whether it holds shard `shard`'s lease (sharded), or leads (not).
+    pub fn leads_shard(&self, shard: u32) -> bool {
+        match &self.shards {
+            None => shard == 0,
+            Some(_) => self.leading.held.contains(&shard),
+        }
+    }
+
+    /// Whether it holds any lease (or needs none): it may write what every
+    /// daemon shares.
+    pub fn holds_any(&self) -> bool {
+        self.shards.is_none() || self.leading.leader()
+    }
+
     /// Why this daemon does not act on `pool`, for its message.
     pub fn standby_note(&self, pool: &str) -> String {
         let Some(shards) = self.shards.as_ref().filter(|s| s.is_sharded()) else {

@@ -171,6 +171,9 @@ impl Reconciler {
             .filter(|(name, _)| wanted.contains(name.as_str()))
             .collect();
         let now = self.clock.now();
+        // Each FleetRollout's change as journaled: a governed pool's roll
+        // is planned as its change says (held, or turned round).
+        observed.fleets = self.fleet.driver.views(now);
         let opts = PlanOptions {
             prune: self.settings.prune,
             now,
@@ -217,7 +220,28 @@ impl Reconciler {
                 .and_then(|j| j.as_ref().ok())
                 .cloned();
             let follow = journal.is_some() || p.has_changes();
-            self.handle_pool(&p, journal, &config, &providers, revision.as_ref(), now);
+            // The template a governed pool rolls from (a roll back returns
+            // it): the journal's when a roll to this target is under way
+            // (the provider already reports the new one), else the observed.
+            let from = journal
+                .as_ref()
+                .filter(|j| !j.status.is_terminal())
+                .and_then(|j| j.previous.clone())
+                .or_else(|| observed.pools.get(&name).map(|o| o.template.clone()));
+            if self.fleet.driver.governs(&name).is_some() {
+                let fact =
+                    crate::plan::fleet::fact_of(&p, journal.as_ref(), self.workers.runs(&name));
+                self.fleet.driver.fact(&name, fact, now);
+            }
+            self.handle_pool(
+                &p,
+                journal,
+                from,
+                &config,
+                &providers,
+                revision.as_ref(),
+                now,
+            );
             if follow && !self.authority.leads(&name) {
                 self.look_again_at(&name, now.saturating_add(FOLLOW_LOOK).unwrap_or(now));
             }
@@ -242,6 +266,11 @@ impl Reconciler {
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
             }
+        }
+        // The admissions asked for in this batch, journaled together; their
+        // workers start once they are.
+        if self.fleet.driver.pending(now) {
+            self.fleet_step().await;
         }
         self.finish_batch(started, took);
     }

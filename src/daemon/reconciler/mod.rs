@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 mod authority;
 mod batch;
+pub mod fleet;
 mod projection;
 mod publish;
 mod reload;
@@ -64,9 +65,17 @@ pub enum ControlAction {
     Resume,
 }
 
+/// What a control request is about. The name is as the caller wrote it:
+/// untrusted until found in the desired state in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlTarget {
+    Pool(String),
+    /// A FleetRollout (or the id of its change).
+    Fleet(String),
+}
+
 pub struct ControlRequest {
-    /// As the caller wrote it: untrusted until found in the desired state.
-    pub pool: String,
+    pub target: ControlTarget,
     pub action: ControlAction,
     /// Who asked (socket peer uid, or token id), for the log and the event.
     pub who: String,
@@ -77,8 +86,9 @@ pub struct ControlRequest {
 /// Why a control request was not carried out.
 #[derive(Debug, PartialEq)]
 pub enum ControlRefusal {
-    /// Not a pool of the loaded desired state (nothing was looked up on disk).
-    UnknownPool(String),
+    /// Not a pool (or FleetRollout) of the loaded desired state (nothing
+    /// was looked up on disk).
+    Unknown(String),
     Refused(String),
 }
 
@@ -99,6 +109,9 @@ pub struct Settings {
     pub retry_after: Duration,
     /// Every pool is looked at again within this (`--resync`), a slice at a time.
     pub resync: Duration,
+    /// With `--ha`, how often the fleet journals (which every daemon
+    /// writes) are read again: the election's retry period.
+    pub ha_retry: Option<Duration>,
 }
 
 /// Where the journal and the inventory live.
@@ -111,6 +124,8 @@ pub struct Stores {
     /// (one leader lease, or a lease per shard): state is shared with other
     /// daemons through the cluster.
     pub shards: Option<Arc<Shards>>,
+    /// Each FleetRollout's change.
+    pub fleet_journal: crate::store::FleetJournal,
 }
 
 /// The desired state in force: the last one that loaded cleanly.
@@ -129,6 +144,8 @@ pub struct Latest {
     pub config: Arc<Config>,
     /// Each provider's poll interval (what a forecast's executor looks at).
     pub polls: BTreeMap<String, Duration>,
+    /// Each FleetRollout's stage plan.
+    pub fleets: Vec<crate::plan::fleet::FleetPlan>,
     json: OnceLock<serde_json::Value>,
 }
 
@@ -143,6 +160,7 @@ impl Latest {
     pub fn plan(&self) -> Plan {
         Plan {
             pools: self.pools.iter().map(|p| PoolPlan::clone(p)).collect(),
+            fleets: self.fleets.clone(),
         }
     }
 
@@ -185,6 +203,8 @@ pub struct Reconciler {
     workers: Workers,
     views: Views,
     blocks: Blocks,
+    /// Changes across pools (FleetRollouts).
+    fleet: fleet::Fleet,
     observed_tx: mpsc::UnboundedSender<Observation>,
 }
 
@@ -201,9 +221,11 @@ impl Reconciler {
         feed: Arc<Feed>,
         done_tx: mpsc::UnboundedSender<Done>,
         observed_tx: mpsc::UnboundedSender<Observation>,
+        gate_tx: mpsc::UnboundedSender<fleet::GateRead>,
         stores: Stores,
     ) -> anyhow::Result<Reconciler> {
         let now = clock.now();
+        let ha_retry = settings.ha_retry;
         let schedule = Schedule::new(now, settings.resync);
         let end = schedule.resync_end(now);
         board.update(|d| d.reconcile.next_resync_at = Some(end));
@@ -227,6 +249,7 @@ impl Reconciler {
             parse_cache: Default::default(),
             views: Views::new(),
             blocks: Blocks::default(),
+            fleet: fleet::Fleet::new(stores.fleet_journal, gate_tx, ha_retry),
             observed_tx,
         })
     }
@@ -364,9 +387,21 @@ impl Reconciler {
         self.blocks.forget(pool);
     }
 
-    /// The next instant something is due: a pool's look, or a resync slice.
+    /// The next instant something is due: a pool's look, a resync slice, or
+    /// something of a change across pools (a soak's end, a gate to read).
     pub fn next_due(&self) -> Option<Timestamp> {
-        self.schedule.next_due(self.in_force.is_some())
+        [
+            self.schedule.next_due(self.in_force.is_some()),
+            self.fleet.next_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// What `/v1/fleet` and the page show of the changes across pools.
+    pub fn fleet_view(&self) -> fleet::FleetView {
+        self.fleet.status.clone()
     }
 
     /// Queue what is due by now: pools whose look came due, and the resync's
@@ -462,10 +497,12 @@ impl Reconciler {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn handle_pool(
         &mut self,
         p: &PoolPlan,
         journal: Option<RolloutState>,
+        from: Option<crate::model::NodeTemplate>,
         config: &Arc<Config>,
         providers: &Arc<Providers>,
         revision: Option<&Revision>,
@@ -497,6 +534,7 @@ impl Reconciler {
                 },
                 revision: None,
                 by: None,
+                fleet: None,
             });
         }
         let blocked_seconds =
@@ -552,9 +590,19 @@ impl Reconciler {
                 s.last_error = Some(LastError { at: now, message });
             }),
             PoolAction::RetryAt(due) => self.look_again_at(&p.pool, due),
-            PoolAction::Spawn => {
-                self.spawn_worker(p.clone(), key, config.clone(), providers.clone())
-            }
+            // A roll a FleetRollout governs starts once its admission (a
+            // concurrency slot in its change) is journaled, at the end of
+            // the batch; a roll back, or other steps, start at once.
+            PoolAction::Spawn => match (self.fleet.driver.governs(&p.pool), from) {
+                (Some(_), Some(from))
+                    if p.steps
+                        .iter()
+                        .any(|s| matches!(s, crate::plan::Step::Roll { rollback: None, .. })) =>
+                {
+                    self.ask_admission(p.clone(), key, from, config.clone(), providers.clone())
+                }
+                _ => self.spawn_worker(p.clone(), key, config.clone(), providers.clone()),
+            },
         }
     }
 }

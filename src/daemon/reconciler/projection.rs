@@ -102,6 +102,7 @@ impl Blocks {
                     message: "the disruption policy allows disruptive steps again".into(),
                     revision: None,
                     by: None,
+                    fleet: None,
                 });
             }
         } else if blocked_now {

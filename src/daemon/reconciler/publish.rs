@@ -110,6 +110,7 @@ impl Views {
         if dry_run && pools.iter().any(|p| p.has_changes()) {
             let plan = Plan {
                 pools: pools.iter().map(|p| PoolPlan::clone(p)).collect(),
+                fleets: Vec::new(),
             };
             let text = render_text(&plan, &source, Style { color: false });
             if self.last_logged_plan.as_deref() != Some(text.as_str()) {
@@ -122,6 +123,7 @@ impl Views {
             source,
             config: in_force.config.clone(),
             polls,
+            fleets: Vec::new(),
             json: OnceLock::new(),
         };
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(latest));

@@ -164,6 +164,9 @@ impl Reconciler {
         if changed {
             // The fleet's plan names the revision and the providers' settings.
             self.views.changed();
+            // The FleetRollouts follow the new desired state: a change
+            // across pools begins when governed pools want new templates.
+            self.fleet_loaded().await;
         }
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
@@ -210,6 +213,21 @@ fn release_freed_memory() {
 /// document changed. Where a document sits (its file, its line) does not count.
 pub fn changed_pools(old: &Config, new: &Config) -> BTreeSet<String> {
     let mut pools = changed_docs(&old.pools, &new.pools);
+    // A FleetRollout edited (or its stages moved): the pools it governs, in
+    // either load, are planned under their new stage.
+    let fleets = changed_docs(&old.fleets, &new.fleets);
+    if !fleets.is_empty() || old.staging != new.staging {
+        for config in [old, new] {
+            for (pool, (fleet, _)) in &config.staging.of_pool {
+                let other = if std::ptr::eq(config, old) { new } else { old };
+                if fleets.contains(fleet)
+                    || other.staging.of_pool.get(pool) != config.staging.of_pool.get(pool)
+                {
+                    pools.insert(pool.clone());
+                }
+            }
+        }
+    }
     let providers = changed_docs(&old.providers, &new.providers);
     let clusters = changed_docs(&old.clusters, &new.clusters);
     if providers.is_empty() && clusters.is_empty() {

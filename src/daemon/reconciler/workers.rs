@@ -9,7 +9,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::sync::{Semaphore, mpsc};
 
-use super::{ControlAction, ControlRefusal, ControlRequest, Done, Reconciler, steps};
+use super::{
+    ControlAction, ControlRefusal, ControlRequest, ControlTarget, Done, Reconciler, steps,
+};
 use crate::daemon::board::{LastError, PoolState};
 use crate::daemon::queue::Trigger;
 use crate::model::EventKind;
@@ -250,12 +252,20 @@ impl Reconciler {
     /// pool is planned again when it changed its rollout.
     pub async fn control(&mut self, req: ControlRequest) {
         let ControlRequest {
-            pool,
+            target,
             action,
             who,
             reason,
             reply,
         } = req;
+        let pool = match target {
+            ControlTarget::Pool(pool) => pool,
+            ControlTarget::Fleet(fleet) => {
+                let answer = self.control_fleet(&fleet, action, &who, reason).await;
+                let _ = reply.send(answer);
+                return;
+            }
+        };
         // The name comes from a URL: it must be a pool of the desired state in
         // force before it names anything (a journal file, a worker).
         let known = self
@@ -265,7 +275,7 @@ impl Reconciler {
         if !known {
             let shown: String = pool.chars().take(80).collect();
             tracing::warn!(who = %who, pool = ?shown, action = ?action, "control request for an unknown pool refused");
-            let _ = reply.send(Err(ControlRefusal::UnknownPool(format!(
+            let _ = reply.send(Err(ControlRefusal::Unknown(format!(
                 "no pool named {shown:?} in the desired state in force"
             ))));
             return;
@@ -334,6 +344,7 @@ impl Reconciler {
                 message: format!("{message} (by {who})"),
                 revision: None,
                 by: None,
+                fleet: None,
             });
         }
         result.map_err(|e| e.to_string())

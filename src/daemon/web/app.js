@@ -3,7 +3,7 @@
 // through textContent / setAttribute (pool names, messages and paths are untrusted).
 (() => {
   const SVGNS = "http://www.w3.org/2000/svg";
-  const STATES = ["in-sync", "applying", "blocked", "paused", "degraded", "pending", "left-alone", "error"];
+  const STATES = ["in-sync", "applying", "blocked", "held", "paused", "degraded", "pending", "left-alone", "error"];
   const PAGE_SIZE = 100, MAX_EVENTS = 1000, MAX_NODES = 200, FRAME_MS = 250;
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat("en");

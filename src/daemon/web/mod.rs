@@ -175,11 +175,18 @@ impl PageWindows {
 /// the pool is in sync.
 fn plan_text(latest: &super::reconciler::Latest, pool: &str) -> Option<String> {
     let p = latest.pool(pool)?;
-    if p.steps.is_empty() && p.blocked.is_none() && p.waiting.is_none() && p.drift.is_empty() {
+    let held = p.fleet.as_ref().is_some_and(|f| f.held.is_some());
+    if p.steps.is_empty()
+        && p.blocked.is_none()
+        && p.waiting.is_none()
+        && p.drift.is_empty()
+        && !held
+    {
         return None;
     }
     let one = Plan {
         pools: vec![p.clone()],
+        fleets: Vec::new(),
     };
     Some(render_text(&one, &latest.source, Style { color: false }))
 }

@@ -41,7 +41,9 @@ pub(super) fn completed(d: &mut Decision, t: &Tally) -> bool {
     s.status = match s.rollback_of {
         Some(failed) => Status::RolledBack {
             failed,
-            reason: "a new node failed; the pool is back on the previous template".into(),
+            reason: s.rollback_reason.clone().unwrap_or_else(|| {
+                "a new node failed; the pool is back on the previous template".into()
+            }),
         },
         None => Status::Completed,
     };

@@ -41,6 +41,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::change;
 use super::state::{Mark, RolloutState, Settings, Status};
 use crate::model::{EventKind, Node, NodeState, NodeTemplate, TemplateHash};
+use crate::spec::types::ChangeClass;
 use crate::spec::values::Duration;
 
 pub use crate::model::DrainProgress;
@@ -326,10 +327,38 @@ pub fn begin(
         blocked_by_policy: false,
         healthy_seen: Default::default(),
         rollback_of: None,
+        rollback_reason: None,
         creates: 0,
         pending_create: None,
         settings,
     }
+}
+
+/// A rollout back to `back`, the template the pool had before a change
+/// that was stopped from outside (a change across pools that halted with
+/// `onHalt: rollback`). Like a failed node's rollback: a repair, no canary
+/// or checkpoints on the way back, and it ends `RolledBack` with `failed`
+/// and `reason`, so the failed template is not tried again until a human
+/// resumes or the desired state changes.
+#[allow(clippy::too_many_arguments)]
+pub fn begin_rollback(
+    pool: &str,
+    back: NodeTemplate,
+    from: NodeTemplate,
+    failed: TemplateHash,
+    reason: String,
+    settings: Settings,
+    nodes: &[Node],
+    prior: Option<&RolloutState>,
+    now: Timestamp,
+) -> RolloutState {
+    let mut s = begin(pool, back, from, settings, nodes, prior, now);
+    s.rollback_of = Some(failed);
+    s.rollback_reason = Some(reason);
+    s.classes = vec![ChangeClass::Repair];
+    s.canary_done = true;
+    s.next_checkpoint = s.settings.checkpoints.len();
+    s
 }
 
 pub fn decide(prev: &RolloutState, inp: &Inputs) -> Decision {

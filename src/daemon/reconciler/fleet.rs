@@ -1,0 +1,367 @@
+//! The daemon's side of changes across pools: the fleet driver wired to the
+//! loop. A governed pool with a roll to start asks for admission, and its
+//! worker starts only once the admission is journaled; a failure seen in a
+//! pool's events reaches the driver at once; gates are read off the loop;
+//! what the driver decides comes back as events, pools to look at again and
+//! workers to stop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::mpsc;
+
+use super::{ControlAction, ControlRefusal, Reconciler};
+use crate::daemon::board::{FleetSummary, PoolState};
+use crate::daemon::metrics::{FleetLabels, FleetPoolsLabels};
+use crate::daemon::queue::Trigger;
+use crate::fleet::{ChangeStatus, GateOutcome, Verdict};
+use crate::model::events::FleetRef;
+use crate::model::{Event, EventKind};
+use crate::plan::PoolPlan;
+use crate::provider::Providers;
+use crate::reconcile::fleet::{FleetControl, FleetDriver, FleetStatus, Stepped};
+use crate::reconcile::gates::GateReader;
+use crate::spec::Config;
+use crate::store::FleetJournal;
+
+/// A gate read off the loop.
+pub struct GateRead {
+    pub fleet: String,
+    pub gate: String,
+    pub outcome: GateOutcome,
+}
+
+/// What `/v1/fleet` and the page show.
+pub type FleetView = Arc<Mutex<Vec<FleetStatus>>>;
+
+pub(super) struct Fleet {
+    pub driver: FleetDriver,
+    /// Pools whose workers wait for their admission to be journaled.
+    waiting: HashMap<String, (PoolPlan, String, Arc<Config>, Arc<Providers>)>,
+    gates: GateReader,
+    gate_tx: mpsc::UnboundedSender<GateRead>,
+    /// With `--ha`: every daemon writes the journals; each reads them again
+    /// this often, so a halt another daemon wrote stops this one's pools.
+    refresh_every: Option<Duration>,
+    next_refresh: Option<Timestamp>,
+    pub status: FleetView,
+}
+
+impl Fleet {
+    pub fn new(
+        journal: FleetJournal,
+        gate_tx: mpsc::UnboundedSender<GateRead>,
+        refresh_every: Option<Duration>,
+    ) -> Fleet {
+        Fleet {
+            driver: FleetDriver::new(journal),
+            waiting: HashMap::new(),
+            gates: GateReader::new(),
+            gate_tx,
+            refresh_every,
+            next_refresh: None,
+            status: Arc::default(),
+        }
+    }
+
+    /// The next instant something of the fleets is due.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        [self.driver.next_due(), self.next_refresh]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+impl Reconciler {
+    /// The change id of a desired state: its revision, or a digest.
+    fn change_id(
+        &self,
+    ) -> impl Fn(&BTreeMap<String, crate::model::TemplateHash>) -> String + use<> {
+        let revision = self
+            .in_force
+            .as_ref()
+            .and_then(|f| f.revision.as_ref())
+            .map(|r| r.short());
+        move |targets| {
+            revision
+                .clone()
+                .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
+        }
+    }
+
+    /// A desired state was loaded: the FleetRollouts' rules follow it, and
+    /// each is stepped (a new change begins when its pools want new templates).
+    pub(super) async fn fleet_loaded(&mut self) {
+        let Some(config) = self.in_force.as_ref().map(|f| f.config.clone()) else {
+            return;
+        };
+        let id = self.change_id();
+        self.fleet.driver.load(&config, &id);
+        if self.fleet.refresh_every.is_some() {
+            self.fleet.next_refresh = Some(self.clock.now());
+        }
+        self.fleet_step().await;
+    }
+
+    /// Whether this daemon reads the gates: one daemon does (the one acting
+    /// on every pool, or holding shard 0), the others read its readings.
+    fn reads_gates(&self) -> bool {
+        self.authority.leads_all() || self.authority.leads_shard(0)
+    }
+
+    /// Anything of the fleets due now: a refresh of the journals (`--ha`),
+    /// gates to read, a decision to make. Cheap when nothing is.
+    pub async fn fleet_tick(&mut self) {
+        if self.fleet.driver.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        if let (Some(every), Some(at)) = (self.fleet.refresh_every, self.fleet.next_refresh)
+            && at <= now
+        {
+            self.fleet.driver.refresh().await;
+            self.fleet.next_refresh = now
+                .saturating_add(SignedDuration::try_from(every).unwrap_or_default())
+                .ok();
+        }
+        if self.reads_gates() {
+            for (fleet, gate) in self.fleet.driver.due_gates(now) {
+                let (reader, tx) = (self.fleet.gates.clone(), self.fleet.gate_tx.clone());
+                tokio::spawn(async move {
+                    let outcome = reader.read(&gate).await;
+                    let _ = tx.send(GateRead {
+                        fleet,
+                        gate: gate.name.clone(),
+                        outcome,
+                    });
+                });
+            }
+        }
+        if self.fleet.driver.pending(self.clock.now()) {
+            self.fleet_step().await;
+        }
+    }
+
+    /// A gate was read.
+    pub async fn gate_read(&mut self, read: GateRead) {
+        self.fleet
+            .driver
+            .reading(&read.fleet, &read.gate, read.outcome);
+        self.fleet_step().await;
+    }
+
+    /// A pool's event: a rollout that went Degraded or started to roll back
+    /// is a failed pool of its change, known at once.
+    pub async fn pool_event(&mut self, e: Event) {
+        if !matches!(e.event, EventKind::Degraded | EventKind::RollbackStarted)
+            || self.fleet.driver.governs(&e.pool).is_none()
+        {
+            return;
+        }
+        let reason = match e.event {
+            EventKind::RollbackStarted => format!("rolling back: {}", e.message),
+            _ => format!("Degraded: {}", e.message),
+        };
+        self.fleet.driver.failed(&e.pool, reason, e.ts);
+        self.fleet_step().await;
+    }
+
+    /// A governed pool's plan is ready to start a roll: it waits for its
+    /// admission, journaled at the end of the batch.
+    pub(super) fn ask_admission(
+        &mut self,
+        p: PoolPlan,
+        key: String,
+        from: crate::model::NodeTemplate,
+        config: Arc<Config>,
+        providers: Arc<Providers>,
+    ) {
+        self.fleet.driver.request_admission(&p.pool, from);
+        self.fleet
+            .waiting
+            .insert(p.pool.clone(), (p, key, config, providers));
+    }
+
+    /// Journal what the fleets decided, then act on it.
+    pub(super) async fn fleet_step(&mut self) {
+        let now = self.clock.now();
+        let stepped = self.fleet.driver.step(now).await;
+        self.fleet_act(stepped).await;
+        self.publish_fleets();
+    }
+
+    async fn fleet_act(&mut self, s: Stepped) {
+        for (fleet, change, note) in s.notes {
+            if note.event == EventKind::FleetHalted {
+                tracing::error!(fleet = %fleet, change = %change, "{}", note.message);
+            }
+            self.events.emit(Event {
+                ts: self.clock.now(),
+                pool: note.pool.unwrap_or_default(),
+                event: note.event,
+                node: None,
+                counts: None,
+                message: note.message,
+                revision: None,
+                by: None,
+                fleet: Some(FleetRef {
+                    name: fleet,
+                    change,
+                }),
+            });
+        }
+        for pool in &s.stop {
+            if self.workers.stop(pool) {
+                tracing::warn!(pool = %pool, "its change across pools stopped: the roll stops at its next safe point");
+            }
+        }
+        for pool in s.admitted {
+            if let Some((p, key, config, providers)) = self.fleet.waiting.remove(&pool) {
+                self.spawn_worker(p, key, config, providers);
+            }
+        }
+        for (pool, verdict) in s.refused {
+            if let Some((p, ..)) = self.fleet.waiting.remove(&pool) {
+                let message = match verdict {
+                    Verdict::Hold(h) => h.to_string(),
+                    Verdict::RollBack { .. } => "its change halted: it rolls back".into(),
+                    Verdict::Go => continue,
+                };
+                self.board.pool(&pool, &p.provider, |st| {
+                    st.state = PoolState::Held;
+                    st.message = message;
+                });
+            }
+        }
+        for pool in s.resume {
+            let now = self.clock.now();
+            match crate::reconcile::control::resume(&self.journal, &pool, now).await {
+                Ok(m) => tracing::info!(pool = %pool, "{m} (the change across pools was resumed)"),
+                Err(e) => tracing::debug!(pool = %pool, "nothing to resume: {e}"),
+            }
+            self.workers.clear_finished(&pool);
+            self.schedule.touched(&pool);
+        }
+        for e in &s.errors {
+            tracing::error!("{e}");
+        }
+        for pool in s.wake {
+            if !self.workers.runs(&pool) {
+                self.enqueue(&pool, Trigger::Wake);
+            }
+        }
+    }
+
+    /// An operator's pause or resume of a change across pools, named by its
+    /// FleetRollout or its change's id (untrusted until found in force).
+    pub(super) async fn control_fleet(
+        &mut self,
+        name: &str,
+        action: ControlAction,
+        who: &str,
+        reason: Option<String>,
+    ) -> Result<String, ControlRefusal> {
+        let status = self.fleet.driver.status(self.clock.now());
+        let Some(fleet) = status
+            .iter()
+            .find(|f| f.name == name || f.change.as_ref().is_some_and(|c| c.id == name))
+            .map(|f| f.name.clone())
+        else {
+            let shown: String = name.chars().take(80).collect();
+            tracing::warn!(who = %who, fleet = ?shown, "control request for an unknown fleet rollout refused");
+            return Err(ControlRefusal::Unknown(format!(
+                "no FleetRollout or change {shown:?} in the desired state in force"
+            )));
+        };
+        if !self.authority.holds_any() {
+            return Err(ControlRefusal::Refused(format!(
+                "fleet rollout {fleet}: this daemon holds no lease ({}); ask a daemon that does",
+                self.authority.note()
+            )));
+        }
+        let why = reason.unwrap_or_else(|| "no reason given".into());
+        tracing::info!(who = %who, fleet = %fleet, action = ?action, reason = %why, "control request");
+        let control = match action {
+            ControlAction::Pause => FleetControl::Pause,
+            ControlAction::Resume => FleetControl::Resume,
+        };
+        self.fleet
+            .driver
+            .control(&fleet, control, who, &why)
+            .map_err(ControlRefusal::Refused)?;
+        self.fleet_step().await;
+        let status = self.fleet.driver.status(self.clock.now());
+        let f = status
+            .iter()
+            .find(|f| f.name == fleet)
+            .expect("found above");
+        if let Some(e) = &f.error {
+            return Err(ControlRefusal::Refused(e.clone()));
+        }
+        let c = f.change.as_ref();
+        Ok(format!(
+            "fleet rollout {fleet}: change {} is {}",
+            c.map_or("(none)", |c| c.id.as_str()),
+            c.map_or("unknown", |c| c.status.as_str())
+        ))
+    }
+
+    /// The fleets as status shows them: the board's summary, the metrics,
+    /// and the detail `/v1/fleet` serves.
+    fn publish_fleets(&self) {
+        let status = self.fleet.driver.status(self.clock.now());
+        let summaries: Vec<FleetSummary> = status.iter().map(FleetSummary::of).collect();
+        let metrics = &self.metrics;
+        for f in &status {
+            let labels = FleetLabels {
+                fleet: f.name.clone(),
+            };
+            let Some(c) = &f.change else { continue };
+            let current = f
+                .stages
+                .iter()
+                .position(|s| s.record.as_ref().is_none_or(|r| r.passed_at.is_none()))
+                .unwrap_or(f.stages.len());
+            metrics
+                .fleet_change_stage
+                .get_or_create(&labels)
+                .set(current as i64);
+            metrics
+                .fleet_halted
+                .get_or_create(&labels)
+                .set(i64::from(matches!(c.status, ChangeStatus::Halted { .. })));
+            let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+            for s in &f.stages {
+                for (_, cell) in &s.cells {
+                    *counts.entry(cell.as_str()).or_default() += 1;
+                }
+            }
+            for state in [
+                "done",
+                "in-sync",
+                "rolling",
+                "waiting",
+                "failed",
+                "rolled-back",
+                "paused",
+                "error",
+                "unknown",
+            ] {
+                metrics
+                    .fleet_pools
+                    .get_or_create(&FleetPoolsLabels {
+                        fleet: f.name.clone(),
+                        state: state.into(),
+                    })
+                    .set(counts.get(state).copied().unwrap_or(0));
+            }
+        }
+        if self.board.read(|d| d.fleets != summaries) {
+            self.board.update(|d| d.fleets = summaries);
+        }
+        *self.fleet.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+    }
+}

@@ -1,0 +1,707 @@
+//! The fleet driver: performs what `fleet::decide` returns for each
+//! FleetRollout, journal first. It keeps each FleetRollout's change as last
+//! written (or read, under `--ha`, where every daemon writes it with a
+//! compare-and-swap), learns each governed pool's fact from its latest
+//! plan, takes admissions, gate readings and an operator's pause or resume
+//! as operations, and writes them together with the decision they lead to.
+//! The daemon (and `apply`) asks it which pools to look at again, which
+//! workers to stop, and which pools may start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use crate::fleet::change::FleetState;
+use crate::fleet::decide::{Inputs, read_gate};
+use crate::fleet::rules::GateRules;
+use crate::fleet::{
+    ChangeStatus, FleetNote, FleetView, GateOutcome, PoolFact, PoolRecord, Rules, Verdict, admit,
+    decide, verdict,
+};
+use crate::model::{EventKind, NodeTemplate, TemplateHash};
+use crate::spec::Config;
+use crate::store::fleet::{FleetJournal, FleetJournalError};
+
+/// An operator's hand on a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FleetControl {
+    Pause,
+    Resume,
+}
+
+/// What the caller does after a step.
+#[derive(Debug, Default)]
+pub struct Stepped {
+    /// `fleet_*` events to emit: the FleetRollout, its change, the note.
+    pub notes: Vec<(String, String, FleetNote)>,
+    /// Pools to plan again.
+    pub wake: Vec<String>,
+    /// Pools whose workers stop at their next safe point.
+    pub stop: Vec<String>,
+    /// Pools admitted in this step (their workers may start).
+    pub admitted: Vec<String>,
+    /// Pools refused in this step, and why.
+    pub refused: Vec<(String, Verdict)>,
+    /// Journals that could not be written (nothing was admitted for them).
+    pub errors: Vec<String>,
+    /// Pools whose failed or rolled-back rollouts an operator's resume of
+    /// the change resumes too (as `rollout resume` would).
+    pub resume: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Admit {
+        pool: String,
+        from: NodeTemplate,
+    },
+    Reading {
+        gate: String,
+        outcome: GateOutcome,
+    },
+    Control {
+        action: FleetControl,
+        by: String,
+        reason: String,
+    },
+}
+
+struct Tracked {
+    rules: Arc<Rules>,
+    /// Each governed pool's desired template (a change is a pool wanting another).
+    targets: BTreeMap<String, TemplateHash>,
+    /// The change id this desired state would begin.
+    id: String,
+    state: Option<FleetState>,
+    ops: Vec<Op>,
+    /// Something it decides on changed since it last decided.
+    dirty: bool,
+    waiting: Option<String>,
+    next_due: Option<Timestamp>,
+    /// When each gate is next read.
+    gates_due: BTreeMap<String, Timestamp>,
+    /// The last write or read that failed.
+    error: Option<String>,
+}
+
+pub struct FleetDriver {
+    journal: FleetJournal,
+    fleets: BTreeMap<String, Tracked>,
+    /// Each governed pool's FleetRollout.
+    governor: HashMap<String, String>,
+    /// Each governed pool's fact and when its plan was made.
+    facts: HashMap<String, (PoolFact, Timestamp)>,
+}
+
+/// One FleetRollout as status shows it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<crate::fleet::Change>,
+    /// The stage plan: pools per stage and where each stands.
+    pub stages: Vec<StageStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<crate::fleet::change::Summary>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    pub name: String,
+    pub pools: usize,
+    pub done: usize,
+    pub rolling: usize,
+    pub waiting: usize,
+    pub failed: usize,
+    pub soak_seconds: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::fleet::StageRecord>,
+    /// Each pool and where it stands (`done`, `rolling`, `waiting`,
+    /// `failed`, `in-sync`, `unknown`, `rolled-back`).
+    pub cells: Vec<(String, String)>,
+}
+
+impl FleetDriver {
+    pub fn new(journal: FleetJournal) -> FleetDriver {
+        FleetDriver {
+            journal,
+            fleets: BTreeMap::new(),
+            governor: HashMap::new(),
+            facts: HashMap::new(),
+        }
+    }
+
+    /// The FleetRollout governing `pool`, if one does.
+    pub fn governs(&self, pool: &str) -> Option<&str> {
+        self.governor.get(pool).map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fleets.is_empty()
+    }
+
+    /// A desired state was loaded: each FleetRollout's rules and targets.
+    /// The journals are read when first needed (`step`); a FleetRollout no
+    /// longer in the files is forgotten here (its journal stays, and a
+    /// FleetRollout of that name added again takes it up).
+    pub fn load(
+        &mut self,
+        config: &Config,
+        id: &dyn Fn(&BTreeMap<String, TemplateHash>) -> String,
+    ) {
+        let rules = crate::fleet::view::rules(config);
+        self.fleets.retain(|name, _| rules.contains_key(name));
+        self.governor.clear();
+        for (name, rules) in rules {
+            let targets = crate::fleet::view::targets(config, &name);
+            for pool in targets.keys() {
+                self.governor.insert(pool.clone(), name.clone());
+            }
+            let id = id(&targets);
+            match self.fleets.get_mut(&name) {
+                Some(t) => {
+                    t.rules = rules;
+                    t.targets = targets;
+                    t.id = id;
+                    t.dirty = true;
+                }
+                None => {
+                    self.fleets.insert(
+                        name,
+                        Tracked {
+                            rules,
+                            targets,
+                            id,
+                            state: None,
+                            ops: Vec::new(),
+                            dirty: true,
+                            waiting: None,
+                            next_due: None,
+                            gates_due: BTreeMap::new(),
+                            error: None,
+                        },
+                    );
+                }
+            }
+        }
+        self.facts
+            .retain(|pool, _| self.governor.contains_key(pool));
+    }
+
+    /// What the planner is given of each FleetRollout (its change as last
+    /// written; before any is, the change this desired state begins).
+    pub fn views(&self, now: Timestamp) -> BTreeMap<String, FleetView> {
+        self.fleets
+            .iter()
+            .map(|(name, t)| {
+                let (change, new) = match &t.state {
+                    Some(s) => (s.change.clone(), false),
+                    None => {
+                        let (s, _) = FleetState::after_load(
+                            None,
+                            name,
+                            t.id.clone(),
+                            t.targets.clone(),
+                            now,
+                        );
+                        (s.change, true)
+                    }
+                };
+                (
+                    name.clone(),
+                    FleetView {
+                        rules: t.rules.clone(),
+                        change: Arc::new(change),
+                        new,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// A governed pool was planned at `at`: what its plan says.
+    pub fn fact(&mut self, pool: &str, fact: PoolFact, at: Timestamp) {
+        let Some(fleet) = self.governor.get(pool) else {
+            return;
+        };
+        let changed = self.facts.get(pool).is_none_or(|(f, _)| *f != fact);
+        self.facts.insert(pool.to_string(), (fact, at));
+        if changed && let Some(t) = self.fleets.get_mut(fleet) {
+            t.dirty = true;
+        }
+    }
+
+    /// A governed pool failed (its rollout went Degraded or started to roll
+    /// back): known now, before its next plan says so.
+    pub fn failed(&mut self, pool: &str, reason: String, at: Timestamp) {
+        self.fact(pool, PoolFact::Failed(reason), at);
+    }
+
+    /// The pool's roll may start once the next step admits it.
+    pub fn request_admission(&mut self, pool: &str, from: NodeTemplate) {
+        if let Some(t) = self.governor.get(pool).and_then(|f| self.fleets.get_mut(f)) {
+            t.ops.push(Op::Admit {
+                pool: pool.to_string(),
+                from,
+            });
+        }
+    }
+
+    /// What the change says of `pool`'s roll now (as last written).
+    pub fn verdict(&self, pool: &str) -> Verdict {
+        let Some(t) = self.governor.get(pool).and_then(|f| self.fleets.get(f)) else {
+            return Verdict::Go;
+        };
+        match &t.state {
+            Some(s) => verdict(&s.change, &t.rules, pool),
+            None => Verdict::Hold(crate::fleet::Hold::Stage {
+                fleet: t.rules.fleet.clone(),
+                change: t.id.clone(),
+                stage: String::new(),
+                current: String::new(),
+                waits: "its journal has not been read yet".into(),
+            }),
+        }
+    }
+
+    /// A gate was read.
+    pub fn reading(&mut self, fleet: &str, gate: &str, outcome: GateOutcome) {
+        if let Some(t) = self.fleets.get_mut(fleet) {
+            t.ops.push(Op::Reading {
+                gate: gate.to_string(),
+                outcome,
+            });
+        }
+    }
+
+    /// The gates due to be read now (each FleetRollout's, while its change runs).
+    pub fn due_gates(&mut self, now: Timestamp) -> Vec<(String, GateRules)> {
+        let mut out = Vec::new();
+        for (name, t) in &mut self.fleets {
+            let running = t
+                .state
+                .as_ref()
+                .is_some_and(|s| matches!(s.change.status, ChangeStatus::Running));
+            if !running {
+                continue;
+            }
+            for g in &t.rules.gates {
+                let due = t.gates_due.get(&g.name).copied().unwrap_or(now);
+                if due <= now {
+                    let next = now
+                        .saturating_add(
+                            jiff::SignedDuration::try_from(g.interval).unwrap_or_default(),
+                        )
+                        .unwrap_or(now);
+                    t.gates_due.insert(g.name.clone(), next);
+                    out.push((name.clone(), g.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The next instant time alone changes something: a soak ends, a gate's
+    /// `for` is met, a gate is due to be read.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.fleets
+            .values()
+            .filter(|t| {
+                t.state
+                    .as_ref()
+                    .is_some_and(|s| matches!(s.change.status, ChangeStatus::Running))
+            })
+            .flat_map(|t| t.next_due.into_iter().chain(t.gates_due.values().copied()))
+            .min()
+    }
+
+    /// Whether a step has something to do.
+    pub fn pending(&self, now: Timestamp) -> bool {
+        self.fleets.values().any(|t| {
+            t.state.is_none()
+                || t.dirty
+                || !t.ops.is_empty()
+                || t.next_due.is_some_and(|d| d <= now)
+        })
+    }
+
+    /// An operator's pause or resume of the change of `fleet`; the answer
+    /// for them.
+    pub fn control(
+        &mut self,
+        fleet: &str,
+        action: FleetControl,
+        by: &str,
+        reason: &str,
+    ) -> Result<(), String> {
+        let Some(t) = self.fleets.get_mut(fleet) else {
+            return Err(format!(
+                "no FleetRollout named {fleet:?} in the desired state in force"
+            ));
+        };
+        t.ops.push(Op::Control {
+            action,
+            by: by.to_string(),
+            reason: reason.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Read the journals again (under `--ha`, other daemons write them).
+    pub async fn refresh(&mut self) {
+        for (name, t) in &mut self.fleets {
+            match self.journal.load(name).await {
+                Ok(state) => {
+                    if state != t.state {
+                        t.state = state;
+                        t.dirty = true;
+                    }
+                    t.error = None;
+                }
+                Err(e) => t.error = Some(format!("{e:#}")),
+            }
+        }
+    }
+
+    /// Write what happened (admissions, readings, an operator's hand), and
+    /// the decision it leads to, for every FleetRollout that needs it.
+    /// Journal first: what the caller does next (start workers, stop them,
+    /// look at pools again) follows only what was written.
+    pub async fn step(&mut self, now: Timestamp) -> Stepped {
+        let mut out = Stepped::default();
+        let facts = &self.facts;
+        for (name, t) in &mut self.fleets {
+            let due = t.next_due.is_some_and(|d| d <= now);
+            if t.state.is_some() && !t.dirty && t.ops.is_empty() && !due {
+                continue;
+            }
+            let ops = std::mem::take(&mut t.ops);
+            let rules = t.rules.clone();
+            let (targets, id) = (t.targets.clone(), t.id.clone());
+            let mut notes: Vec<FleetNote> = Vec::new();
+            let mut wake = Vec::new();
+            let mut stop = Vec::new();
+            let mut admitted = Vec::new();
+            let mut refused = Vec::new();
+            let mut waiting = None;
+            let mut next_due = None;
+            let mut began = false;
+            let mut resume = Vec::new();
+            let result = self
+                .journal
+                .update(name, |current| {
+                    notes.clear();
+                    wake.clear();
+                    stop.clear();
+                    admitted.clear();
+                    refused.clear();
+                    resume.clear();
+                    let before = current.clone();
+                    let (mut state, new) =
+                        FleetState::after_load(current, name, id.clone(), targets.clone(), now);
+                    began = new;
+                    if new {
+                        let superseded =
+                            state.history.first().filter(|h| h.superseded_by.is_some());
+                        notes.push(FleetNote {
+                            event: EventKind::FleetChangeStarted,
+                            pool: None,
+                            message: format!(
+                                "change {} over {} governed pool(s){}",
+                                state.change.id,
+                                targets.len(),
+                                superseded
+                                    .map(|h| format!("; supersedes change {}", h.id))
+                                    .unwrap_or_default()
+                            ),
+                        });
+                        // Every governed pool is looked at again in this change.
+                        wake.extend(targets.keys().cloned());
+                    }
+                    let change = &mut state.change;
+                    for op in &ops {
+                        match op {
+                            Op::Reading { gate, outcome } => {
+                                if let Some(n) = read_gate(change, gate, outcome.clone(), now) {
+                                    notes.push(n);
+                                }
+                            }
+                            Op::Control { action, by, reason } => {
+                                wake.extend(
+                                    rules.stages.iter().flat_map(|s| s.pools.iter().cloned()),
+                                );
+                                control(
+                                    change,
+                                    action,
+                                    by,
+                                    reason,
+                                    now,
+                                    &mut notes,
+                                    &mut wake,
+                                    &mut stop,
+                                    &mut resume,
+                                );
+                            }
+                            Op::Admit { .. } => {}
+                        }
+                    }
+                    let started = change.started_at;
+                    let fact = |pool: &str| match facts.get(pool) {
+                        Some((f, at)) if *at >= started => f.clone(),
+                        _ => PoolFact::Unknown,
+                    };
+                    let d = decide(
+                        change,
+                        &Inputs {
+                            now,
+                            rules: &rules,
+                            facts: &fact,
+                        },
+                    );
+                    *change = d.change;
+                    notes.extend(d.notes);
+                    wake.extend(d.wake);
+                    stop.extend(d.stop);
+                    waiting = d.waiting;
+                    next_due = d.next_due;
+                    // Admissions last, against the change as decided now.
+                    for op in &ops {
+                        if let Op::Admit { pool, from } = op {
+                            match admit(change, &rules, pool, from, now) {
+                                Ok(()) => {
+                                    notes.push(FleetNote {
+                                        event: EventKind::FleetPoolAdmitted,
+                                        pool: Some(pool.clone()),
+                                        message: format!(
+                                            "may roll: {} of {} slot(s) taken",
+                                            change.rolling(),
+                                            rules
+                                                .max_concurrent
+                                                .map_or("unlimited".into(), |m| m.to_string())
+                                        ),
+                                    });
+                                    admitted.push(pool.clone());
+                                }
+                                Err(v) => refused.push((pool.clone(), v)),
+                            }
+                        }
+                    }
+                    if !admitted.is_empty() {
+                        // What it waits for now, with the admitted pools rolling.
+                        let again = decide(
+                            change,
+                            &Inputs {
+                                now,
+                                rules: &rules,
+                                facts: &fact,
+                            },
+                        );
+                        waiting = again.waiting;
+                        next_due = again.next_due;
+                    }
+                    (before.as_ref() != Some(&state)).then_some(state)
+                })
+                .await;
+            match result {
+                Ok(state) => {
+                    t.state = state;
+                    t.dirty = false;
+                    t.error = None;
+                    t.waiting = waiting;
+                    t.next_due = next_due;
+                    if began {
+                        t.gates_due.clear();
+                    }
+                    let change_id = t
+                        .state
+                        .as_ref()
+                        .map_or_else(String::new, |s| s.change.id.clone());
+                    out.notes.extend(
+                        notes
+                            .into_iter()
+                            .map(|n| (name.clone(), change_id.clone(), n)),
+                    );
+                    out.wake.extend(wake);
+                    out.stop.extend(stop);
+                    out.admitted.extend(admitted);
+                    out.refused.extend(refused);
+                    out.resume.extend(resume);
+                }
+                Err(e) => {
+                    let why = match &e {
+                        FleetJournalError::Fenced(w) => format!("not written ({w})"),
+                        FleetJournalError::Other(e) => format!("{e:#}"),
+                    };
+                    let message = format!("fleet rollout {name}: journal: {why}");
+                    t.error = Some(message.clone());
+                    // What was asked is asked again at the next step; pools
+                    // that wanted to start wait for it.
+                    for op in ops {
+                        if let Op::Admit { pool, .. } = &op {
+                            out.refused.push((
+                                pool.clone(),
+                                Verdict::Hold(crate::fleet::Hold::Halted {
+                                    fleet: name.clone(),
+                                    change: id.clone(),
+                                    reason: message.clone(),
+                                }),
+                            ));
+                        } else {
+                            t.ops.push(op);
+                        }
+                    }
+                    out.errors.push(message);
+                }
+            }
+        }
+        out
+    }
+
+    /// Each FleetRollout as status shows it.
+    pub fn status(&self, now: Timestamp) -> Vec<FleetStatus> {
+        self.fleets
+            .iter()
+            .map(|(name, t)| {
+                let change = t.state.as_ref().map(|s| &s.change);
+                let stages = t
+                    .rules
+                    .stages
+                    .iter()
+                    .map(|s| {
+                        let mut st = StageStatus {
+                            name: s.name.clone(),
+                            pools: s.pools.len(),
+                            done: 0,
+                            rolling: 0,
+                            waiting: 0,
+                            failed: 0,
+                            soak_seconds: s.soak.as_secs(),
+                            record: change.and_then(|c| c.record(&s.name).cloned()),
+                            cells: Vec::with_capacity(s.pools.len()),
+                        };
+                        for pool in &s.pools {
+                            let record = change.and_then(|c| c.pools.get(pool));
+                            let fact = match (self.facts.get(pool), change) {
+                                (Some((f, at)), Some(c)) if *at >= c.started_at => f.clone(),
+                                _ => PoolFact::Unknown,
+                            };
+                            let cell = match (record, &fact) {
+                                (Some(PoolRecord::Done { .. }), _) => "done",
+                                (Some(PoolRecord::Rolling { .. }), _) => "rolling",
+                                (Some(PoolRecord::RolledBack { .. }), _) => "rolled-back",
+                                (Some(PoolRecord::Failed { .. }), _)
+                                | (_, PoolFact::Failed(_) | PoolFact::RolledBack(_)) => "failed",
+                                (None, PoolFact::InSync) => "in-sync",
+                                (None, PoolFact::Rolls) => "waiting",
+                                (None, PoolFact::Paused(_)) => "paused",
+                                (None, PoolFact::Error(_)) => "error",
+                                (None, PoolFact::Unknown) => "unknown",
+                            };
+                            match cell {
+                                "done" | "in-sync" => st.done += 1,
+                                "rolling" => st.rolling += 1,
+                                "failed" => st.failed += 1,
+                                "waiting" => st.waiting += 1,
+                                _ => {}
+                            }
+                            st.cells.push((pool.clone(), cell.to_string()));
+                        }
+                        st
+                    })
+                    .collect();
+                let _ = now;
+                FleetStatus {
+                    name: name.clone(),
+                    change: change.cloned(),
+                    stages,
+                    waiting: t.waiting.clone(),
+                    error: t.error.clone(),
+                    history: t
+                        .state
+                        .as_ref()
+                        .map(|s| s.history.clone())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// An operator's pause or resume, on the change as journaled.
+#[allow(clippy::too_many_arguments)]
+fn control(
+    change: &mut crate::fleet::Change,
+    action: &FleetControl,
+    by: &str,
+    reason: &str,
+    now: Timestamp,
+    notes: &mut Vec<FleetNote>,
+    wake: &mut Vec<String>,
+    stop: &mut Vec<String>,
+    resume: &mut Vec<String>,
+) {
+    match action {
+        FleetControl::Pause => {
+            if !matches!(change.status, ChangeStatus::Running) {
+                return;
+            }
+            change.status = ChangeStatus::Paused {
+                by: by.to_string(),
+                reason: reason.to_string(),
+                at: now,
+            };
+            change.log(now, "paused", format!("by {by}: {reason}"));
+            stop.extend(
+                change
+                    .pools
+                    .iter()
+                    .filter(|(_, r)| matches!(r, PoolRecord::Rolling { .. }))
+                    .map(|(p, _)| p.clone()),
+            );
+            wake.extend(change.pools.keys().cloned());
+            notes.push(FleetNote {
+                event: EventKind::FleetPaused,
+                pool: None,
+                message: format!("paused by {by}: {reason}"),
+            });
+        }
+        FleetControl::Resume => {
+            if matches!(
+                change.status,
+                ChangeStatus::Running | ChangeStatus::Completed { .. }
+            ) {
+                return;
+            }
+            // The failures a human looked into no longer count; pools the
+            // halt rolled back may roll forward again.
+            let cleared: Vec<String> = change
+                .pools
+                .iter()
+                .filter(|(_, r)| {
+                    matches!(r, PoolRecord::Failed { .. } | PoolRecord::RolledBack { .. })
+                })
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in &cleared {
+                change.pools.remove(p);
+            }
+            change.status = ChangeStatus::Running;
+            change.log(now, "resumed", format!("by {by}: {reason}"));
+            wake.extend(change.pools.keys().cloned());
+            wake.extend(cleared.iter().cloned());
+            resume.extend(cleared);
+            notes.push(FleetNote {
+                event: EventKind::FleetResumed,
+                pool: None,
+                message: format!("resumed by {by}: {reason}"),
+            });
+        }
+    }
+}

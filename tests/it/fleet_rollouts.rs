@@ -1,0 +1,299 @@
+//! Changes across pools, staged by a FleetRollout, on the daemon with the
+//! embedded simulator.
+//!
+//! The measured case behind them: 40 pools of 3 nodes under one provider,
+//! `onFailure: rollback`, and one edit that gave every pool an image whose
+//! nodes never become healthy. Without a FleetRollout the daemon started 8
+//! pools at once (the per-provider `--parallelism`), each failed its first
+//! node and rolled back, then the next 8, and after 150 s all 40 pools were
+//! degraded: nothing linked the pools, so nothing stopped the change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use crate::support::daemon::Daemon;
+
+fn provider(speed: u32) -> String {
+    format!(
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: sim}}\nspec: {{type: sim, seed: 7, speed: {speed}, failures: {{badImages: [img-bad]}}}}\n"
+    )
+}
+
+const RINGS: &str = "apiVersion: poolwright/v1
+kind: FleetRollout
+metadata: {name: rings}
+spec:
+  stages:
+    - {name: canary, selector: {matchLabels: {ring: canary}}, soak: 30s}
+    - {name: early, pools: \"25%\", soak: 30s}
+    - {name: rest}
+  halt: {failedPools: 1}
+";
+
+/// `count` pools of `size` nodes on `image`; pool-00 is the canary.
+fn pools(count: usize, size: u32, image: &str, rollout: &str) -> String {
+    (0..count)
+        .map(|i| {
+            let ring = if i == 0 { "canary" } else { "main" };
+            format!(
+                "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{i:03}, labels: {{ring: {ring}}}}}\nspec:\n  providerRef: sim\n  size: {size}\n  template: {{image: {image}}}\n  rollout: {rollout}\n"
+            )
+        })
+        .collect()
+}
+
+fn write(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn fleet(s: &Value) -> Value {
+    s["fleets"][0].clone()
+}
+
+fn ts(e: &Value) -> Timestamp {
+    e["ts"].as_str().unwrap().parse().unwrap()
+}
+
+/// The simulator's audit: each mutating call, as `Name(pool, ...)`.
+fn audit(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("state/sim/sim.audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["call"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+fn pool_of_call(call: &str) -> &str {
+    call.split_once('(')
+        .map(|(_, rest)| rest.split([',', ')']).next().unwrap_or(""))
+        .unwrap_or("")
+}
+
+#[test]
+fn a_bad_image_for_every_pool_stops_at_the_canary_and_the_other_39_are_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let rollout = "{onFailure: rollback, health: {startupTimeout: 5s}}";
+    write(&config.join("provider.yaml"), &provider(20));
+    write(&config.join("rings.yaml"), RINGS);
+    write(&config.join("pools.yaml"), &pools(40, 3, "img-1", rollout));
+    let d = Daemon::start(root, &[]);
+    d.wait_for("40 pools in sync", Duration::from_secs(60), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 40 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let before = audit(root).len();
+
+    // One edit gives every pool the bad image.
+    write(
+        &config.join("pools.yaml"),
+        &pools(40, 3, "img-bad", rollout),
+    );
+    let s = d.wait_for("the change halts", Duration::from_secs(60), |s| {
+        fleet(s)["status"] == "halted"
+    });
+    let f = fleet(&s);
+    assert_eq!(f["failed"], 1, "{f:#}");
+    assert!(
+        f["message"].as_str().unwrap().contains("pool-000"),
+        "the halt names the failed pool: {f:#}"
+    );
+
+    // The halt came within a second of the failure.
+    let events = d.events();
+    let failed = events
+        .iter()
+        .find(|e| e["event"] == "node_failed")
+        .expect("the canary's node failed");
+    let halted = events
+        .iter()
+        .find(|e| e["event"] == "fleet_halted")
+        .expect("a fleet_halted event");
+    assert_eq!(failed["pool"], "pool-000");
+    let gap = ts(halted).duration_since(ts(failed));
+    assert!(
+        gap < jiff::SignedDuration::from_secs(1),
+        "halted {gap} after the failure"
+    );
+    assert_eq!(halted["fleet"]["name"], "rings");
+
+    // Only the canary pool launched a node; the simulator saw no call on
+    // the other 39, then or since.
+    std::thread::sleep(Duration::from_secs(3));
+    let launched: BTreeSet<String> = d
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "node_create_requested")
+        .map(|e| e["pool"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(launched, BTreeSet::from(["pool-000".to_string()]));
+    let calls = audit(root);
+    let touched: BTreeSet<&str> = calls[before..].iter().map(|c| pool_of_call(c)).collect();
+    assert_eq!(
+        touched,
+        BTreeSet::from(["pool-000"]),
+        "calls since the edit: {:?}",
+        &calls[before..]
+    );
+    let held = d.status()["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] == "held")
+        .count();
+    assert_eq!(held, 39, "every other pool is held, and says so");
+    let pool = d.pool("pool-017");
+    assert!(
+        pool["message"].as_str().unwrap().contains("halted"),
+        "{pool:#}"
+    );
+    assert_eq!(
+        d.metric("poolwright_fleet_halted", &[("fleet", "rings")]),
+        1.0
+    );
+
+    // The CLI says where the change stands, and exits 1 while it is halted.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["fleet", "status", "--state-dir", "state"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("HALTED") && text.contains("pool-000"),
+        "{text}"
+    );
+}
+
+/// A new node counts as available at once (the simulator's clock runs fast;
+/// `minReady` is real time).
+const ROLLOUT: &str = "{health: {minReady: 0s}}";
+
+/// A good image over 200 pools, 3 stages with soaks, at most 8 at once: the
+/// stages start in order, each after the soak of the one before, and no
+/// more than 8 pools ever roll at once.
+#[test]
+fn a_good_image_over_200_pools_rolls_stage_by_stage_within_8_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let rings = RINGS
+        .replace("soak: 30s}", "soak: 3s}")
+        .replace("  halt:", "  maxConcurrentPools: 8\n  halt:");
+    write(&config.join("provider.yaml"), &provider(200));
+    write(&config.join("rings.yaml"), &rings);
+    write(&config.join("pools.yaml"), &pools(200, 1, "img-1", ROLLOUT));
+    let d = Daemon::start(root, &["--parallelism", "16"]);
+    d.wait_for("200 pools in sync", Duration::from_secs(120), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 200 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let first = fleet(&d.status())["change"].clone();
+    let from = d.events().len();
+    write(&config.join("pools.yaml"), &pools(200, 1, "img-2", ROLLOUT));
+    d.wait_for("the change completes", Duration::from_secs(300), |s| {
+        fleet(s)["change"] != first && fleet(s)["status"] == "completed"
+    });
+    let events: Vec<Value> = d.events().split_off(from);
+    let fleet_events: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"].as_str().unwrap().starts_with("fleet_"))
+        .collect();
+    // Never more than 8 in flight.
+    let (mut rolling, mut most) = (0i32, 0i32);
+    for e in &fleet_events {
+        match e["event"].as_str().unwrap() {
+            "fleet_pool_admitted" => rolling += 1,
+            "fleet_pool_done" | "fleet_pool_failed" => rolling -= 1,
+            _ => {}
+        }
+        most = most.max(rolling);
+    }
+    assert!(most <= 8, "{most} pools rolled at once");
+    assert_eq!(most, 8, "the slots were used");
+    // The stages in order, each after the soak of the one before.
+    let at = |event: &str, stage: &str| -> Timestamp {
+        ts(fleet_events
+            .iter()
+            .find(|e| {
+                e["event"] == event
+                    && e["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&format!("stage {stage} "))
+            })
+            .unwrap_or_else(|| panic!("no {event} for stage {stage}: {fleet_events:#?}")))
+    };
+    let stages = ["canary", "early", "rest"];
+    for pair in stages.windows(2) {
+        let (done, next) = (
+            at("fleet_stage_completed", pair[0]),
+            at("fleet_stage_started", pair[1]),
+        );
+        let gap = next.duration_since(done);
+        assert!(
+            gap >= jiff::SignedDuration::from_secs(3),
+            "stage {} started {gap} after stage {} completed: the soak is 3s",
+            pair[1],
+            pair[0]
+        );
+    }
+    // Every pool of a stage was admitted after the stage started, and
+    // finished before the next stage started.
+    let staged: BTreeMap<String, usize> = {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(root)
+            .args(["validate", "config", "-o", "json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fleetRollouts"]["rings"]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s["pools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(move |p| (p.as_str().unwrap().to_string(), i))
+            })
+            .collect()
+    };
+    assert_eq!(staged.len(), 200);
+    for e in fleet_events
+        .iter()
+        .filter(|e| e["event"] == "fleet_pool_admitted")
+    {
+        let pool = e["pool"].as_str().unwrap();
+        let stage = staged[pool];
+        assert!(
+            ts(e) >= at("fleet_stage_started", stages[stage]),
+            "{pool} before its stage"
+        );
+        if stage > 0 {
+            assert!(
+                ts(e) >= at("fleet_stage_passed", stages[stage - 1]),
+                "{pool} before the soak ended"
+            );
+        }
+    }
+}
