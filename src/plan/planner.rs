@@ -358,7 +358,10 @@ fn plan_pool(
         }
         Box::new(set)
     };
-    if outdated > 0 {
+    // A rollout journaled as under way with nothing outdated left (a process
+    // stopped after the last replacement, before the rollout noted that it
+    // ended) is resumed too: its next step finds it done and says so.
+    if outdated > 0 || resuming {
         // The executor sets the template and converges on the size itself.
         let set = settings();
         let budget = set.budget;

@@ -297,3 +297,208 @@ fn a_good_image_over_200_pools_rolls_stage_by_stage_within_8_at_once() {
         }
     }
 }
+
+/// A gate on a real metric: Prometheus scrapes an exporter the test
+/// controls; the metric breaches during the second stage's soak, the change
+/// halts, and with `onHalt: rollback` the pools it rolled go back, each
+/// within its own budget, while the pools of the last stage never start.
+#[test]
+fn a_prometheus_gate_breached_during_a_soak_halts_and_rolls_the_rolled_pools_back() {
+    use crate::support::prometheus::{Exporter, Prometheus};
+    let exporter = Exporter::start(0.0);
+    let prom = Prometheus::start(&exporter.addr);
+    prom.wait_for_sample("test_errors_per_second", 0.0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let rings = format!(
+        "apiVersion: poolwright/v1
+kind: FleetRollout
+metadata: {{name: rings}}
+spec:
+  stages:
+    - {{name: canary, selector: {{matchLabels: {{ring: canary}}}}, soak: 2s}}
+    - {{name: early, pools: \"50%\", soak: 60s}}
+    - {{name: rest}}
+  halt: {{failedPools: 1, onHalt: rollback}}
+  gates:
+    - name: errors
+      prometheus: {{url: \"{}\", query: \"test_errors_per_second < 1\"}}
+      for: 2s
+      interval: 1s
+",
+        prom.url
+    );
+    write(&config.join("provider.yaml"), &provider(100));
+    write(&config.join("rings.yaml"), &rings);
+    write(&config.join("pools.yaml"), &pools(10, 2, "img-1", ROLLOUT));
+    let d = Daemon::start(root, &[]);
+    d.wait_for("10 pools in sync", Duration::from_secs(60), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 10 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let first = fleet(&d.status())["change"].clone();
+    let from = d.events().len();
+    write(&config.join("pools.yaml"), &pools(10, 2, "img-2", ROLLOUT));
+    d.wait_for_event("stage early done: its soak begins", |e| {
+        e["event"] == "fleet_stage_completed"
+            && e["message"].as_str().unwrap().starts_with("stage early done")
+            && e["fleet"]["change"] != first
+    });
+    assert_eq!(fleet(&d.status())["status"], "running");
+    // The metric breaches mid-soak.
+    exporter.set(5.0);
+    let s = d.wait_for("the gate halts the change", Duration::from_secs(30), |s| {
+        fleet(s)["status"] == "halted"
+    });
+    let message = fleet(&s)["message"].as_str().unwrap().to_string();
+    assert!(message.contains("gate errors breached"), "{message}");
+    // The rolled pools go back; the last stage's never started.
+    let (code, body) = d.get("/v1/fleet/rings");
+    assert_eq!(code, 200, "{body}");
+    let f: Value = serde_json::from_str(&body).unwrap();
+    let rolled: Vec<String> = f["change"]["pools"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(rolled.len(), 5, "canary and early (50% of 10): {rolled:?}");
+    d.wait_for("the rolled pools are back on img-1", Duration::from_secs(60), |_| {
+        let (_, body) = d.get("/v1/fleet/rings");
+        let f: Value = serde_json::from_str(&body).unwrap();
+        f["change"]["pools"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|r| r["state"] == "rolledBack")
+    });
+    let events: Vec<Value> = d.events().split_off(from);
+    for pool in &rolled {
+        assert!(
+            events.iter().any(|e| e["pool"] == pool.as_str()
+                && e["event"] == "rollout_started"
+                && e["message"].as_str().unwrap().contains("rolling back")),
+            "{pool} rolled back through the executor"
+        );
+        // Within its budget (surge 1, unavailable 0) at every step.
+        for e in events.iter().filter(|e| e["pool"] == pool.as_str()) {
+            if let Some(c) = e.get("counts") {
+                assert!(c["total"].as_u64().unwrap() <= 3, "{e}");
+            }
+        }
+    }
+    let untouched: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["event"] == "node_create_requested"
+                && !rolled.contains(&e["pool"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(untouched.is_empty(), "the last stage never started: {untouched:#?}");
+    assert_eq!(
+        d.metric("poolwright_fleet_pools", &[("fleet", "rings"), ("state", "rolled-back")]),
+        5.0
+    );
+}
+
+/// kill -9 of the daemon at random moments of a staged change (mid-stage
+/// and mid-soak), 20 times, restarting it each time: the change resumes from
+/// its journal, every stage starts and passes exactly once and in order, and
+/// every soak lasts its full length and is not restarted by a kill.
+#[test]
+fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
+    use rand::{RngExt, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let soak = 3;
+    let rings = RINGS
+        .replace("soak: 30s}", &format!("soak: {soak}s}}"))
+        .replace("\"25%\"", "\"50%\"");
+    write(&config.join("provider.yaml"), &provider(50));
+    write(&config.join("rings.yaml"), &rings);
+    write(&config.join("pools.yaml"), &pools(6, 2, "img-1", ROLLOUT));
+    let mut d = Daemon::start(root, &[]);
+    d.wait_for("6 pools in sync", Duration::from_secs(60), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 6 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let first = fleet(&d.status())["change"].clone();
+    write(&config.join("pools.yaml"), &pools(6, 2, "img-2", ROLLOUT));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(30);
+    let mut downtime = Vec::new();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(200..1500)));
+        let killed = Timestamp::now();
+        d.kill();
+        d = Daemon::start(root, &[]);
+        downtime.push((killed, Timestamp::now()));
+    }
+    d.wait_for("the change completes", Duration::from_secs(120), |s| {
+        fleet(s)["change"] != first && fleet(s)["status"] == "completed"
+    });
+    let events: Vec<Value> = d
+        .events()
+        .into_iter()
+        .filter(|e| e["fleet"]["name"] == "rings" && e["fleet"]["change"] != first)
+        .collect();
+    let stage_events = |kind: &str, stage: &str| -> Vec<Timestamp> {
+        events
+            .iter()
+            .filter(|e| {
+                e["event"] == kind
+                    && e["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("stage {stage} "))
+            })
+            .map(ts)
+            .collect()
+    };
+    let stages = ["canary", "early", "rest"];
+    let mut last_passed: Option<Timestamp> = None;
+    for stage in stages {
+        let started = stage_events("fleet_stage_started", stage);
+        let completed = stage_events("fleet_stage_completed", stage);
+        let passed = stage_events("fleet_stage_passed", stage);
+        assert_eq!(
+            (started.len(), completed.len(), passed.len()),
+            (1, 1, 1),
+            "stage {stage}: started, completed and passed once each: {events:#?}"
+        );
+        if let Some(before) = last_passed {
+            assert!(started[0] >= before, "stage {stage} started before the one before passed");
+        }
+        if stage != "rest" {
+            let soaked = passed[0].duration_since(completed[0]);
+            // The full soak, and no more than the soak plus the downtime
+            // that fell in it (and a second of slack): a kill mid-soak
+            // resumed it where it was.
+            let down: jiff::SignedDuration = downtime
+                .iter()
+                .filter(|(k, r)| *r > completed[0] && *k < passed[0])
+                .map(|(k, r)| r.duration_since(*k))
+                .sum();
+            assert!(
+                soaked >= jiff::SignedDuration::from_secs(soak),
+                "stage {stage} soaked {soaked}, less than {soak}s"
+            );
+            assert!(
+                soaked <= jiff::SignedDuration::from_secs(soak + 1) + down,
+                "stage {stage} soaked {soaked} with {down} of downtime in it: restarted?"
+            );
+        }
+        last_passed = Some(passed[0]);
+    }
+    let started = events
+        .iter()
+        .filter(|e| e["event"] == "fleet_change_started")
+        .count();
+    assert_eq!(started, 1, "a restart does not begin the change again");
+}

@@ -9,5 +9,6 @@ pub mod fault_proxy;
 pub mod kube;
 pub mod moto;
 pub mod plugin;
+pub mod prometheus;
 pub mod rollout_sim;
 pub mod world;

@@ -205,6 +205,9 @@
     schedule();
   }
   function onRollout(e) {
+    // A change across pools moved: the fleet view is read again (soon, once
+    // for a burst of events).
+    if (e && e.fleet && S.route.view === "overview") { clearTimeout(S.fleetTimer); S.fleetTimer = setTimeout(loadFleet, 300); }
     if (!e || S.route.view !== "pool" || e.pool !== S.route.name) return;
     // While the document loads (first time or again), events wait and are
     // merged into the new one by seq; the buffer is bounded.
@@ -292,6 +295,62 @@
     renderConfig();
     renderSummary();
     renderTable();
+    loadFleet();
+  }
+
+  // ---- changes across pools: stages as swimlanes, pools as cells ----------------
+  const CELLS = ["done", "in-sync", "rolling", "waiting", "failed", "rolled-back", "paused", "error", "unknown"];
+  const MAX_CELLS = 400; // a larger stage is drawn as a bar, its failed and rolling pools named
+  async function loadFleet() {
+    try {
+      const doc = await getJSON("/v1/fleet");
+      S.fleets = doc.fleets || [];
+      if (S.route.view === "overview") renderFleet();
+    } catch (_) { /* the status view says what is wrong */ }
+  }
+  function stageState(st) {
+    const r = st.record;
+    if (!r) return ["not started"];
+    if (r.passedAt) return ["passed ", when(r.passedAt)];
+    if (r.completedAt && r.rolled > 0 && r.soakUntil && ms(r.soakUntil) > Date.now()) return ["soaking until ", when(r.soakUntil)];
+    if (r.completedAt) return ["done, waiting for its gates"];
+    return ["rolling since ", when(r.startedAt)];
+  }
+  function laneCells(st) {
+    if (st.cells.length <= MAX_CELLS) {
+      return h("div", { class: "cells", role: "list" }, st.cells.map(([pool, cell]) =>
+        h("a", { class: "cell c-" + (CELLS.includes(cell) ? cell : "unknown"), role: "listitem", href: poolHref(pool), title: pool + ": " + cell, "aria-label": pool + ": " + cell })));
+    }
+    const n = st.cells.length, count = new Map();
+    for (const [, c] of st.cells) count.set(c, (count.get(c) || 0) + 1);
+    const bar = h("div", { class: "bar", role: "img", "aria-label": CELLS.filter((c) => count.get(c)).map((c) => count.get(c) + " " + c).join(", ") },
+      CELLS.filter((c) => count.get(c)).map((c) => h("span", { class: "c-" + c, style: "width:" + (100 * count.get(c) / n).toFixed(2) + "%", title: count.get(c) + " " + c })));
+    const named = st.cells.filter(([, c]) => c === "failed" || c === "rolling").slice(0, 20);
+    return [bar, named.length ? h("p", { class: "sub" }, named.map(([p, c], i) => [i ? ", " : "", h("a", { href: poolHref(p) }, p), " (" + c + ")"])) : null];
+  }
+  function renderFleet() {
+    const sec = $("fleet-sec"), box = $("fleets"), fleets = S.fleets || [];
+    sec.hidden = fleets.length === 0;
+    box.replaceChildren(...fleets.map((f) => {
+      const c = f.change || {}, status = (c.status && c.status.state) || "unknown";
+      const halted = status === "halted";
+      const head = h("p", { class: "fhead" }, h("strong", null, f.name), " change ", mono(c.id || "—"), " ",
+        h("span", { class: "tag " + (halted ? "t-bad" : status === "completed" ? "t-ok" : "") }, status));
+      const why = halted ? h("p", { class: "halt", role: "alert" }, "Halted ", c.status.at ? when(c.status.at) : null, ": " + (c.status.reason || ""))
+        : status === "paused" ? h("p", { class: "sub" }, "Paused by " + c.status.by + ": " + c.status.reason)
+        : f.waiting ? h("p", { class: "sub" }, f.waiting) : null;
+      const lanes = (f.stages || []).map((st, i) => h("div", { class: "lane" + (halted ? " lane-halted" : "") },
+        h("div", { class: "lname" }, h("strong", null, (i + 1) + ". " + st.name), h("span", { class: "sub" },
+          st.done + "/" + st.pools + " done" + (st.rolling ? ", " + st.rolling + " rolling" : "") + (st.failed ? ", " + st.failed + " failed" : "") +
+          (st.soakSeconds ? ", soak " + human(st.soakSeconds) : "") + " — ", stageState(st))),
+        laneCells(st)));
+      const gates = Object.entries(c.gates || {}).map(([name, g]) => {
+        const last = g.last;
+        const text = !last ? "not read yet" : last.result === "holds" ? "holds (" + last.value + ")" : last.result === "breached" ? "breached (" + last.value + ")" : "cannot be read: " + last.error;
+        return h("li", { class: last && last.result !== "holds" ? "err" : null }, "gate ", mono(name), ": " + text + (last ? ", read " + ago(last.at) : ""));
+      });
+      return h("div", { class: "fleet" }, head, why, lanes, gates.length ? h("ul", { class: "gates" }, gates) : null);
+    }));
   }
   function renderDaemonInfo() {
     const dl = $("daemon-info"), st = S.status, d = st.daemon || {}, r = st.reconcile || {};
