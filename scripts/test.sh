@@ -6,7 +6,8 @@
 # cannot be done (no test is silently skipped). Today every test runs against
 # the embedded simulator, real `poolwright` processes, and a real AWS API
 # (moto, installed here from PyPI; the tests start and reset it themselves), and
-# a real Kubernetes control plane (kine + kube-apiserver + kwok, built here).
+# a real Kubernetes control plane (kine + kube-apiserver + kwok, built here),
+# and a real Prometheus (Debian's package) for FleetRollout gates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,14 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   echo "== installing chromium and chromium-driver (apt)"
   { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; } >/dev/null \
     || { echo "scripts/test.sh: chromium and chromium-driver are required (the web page test) and could not be installed" >&2; exit 1; }
+fi
+
+# Debian's prometheus: FleetRollout gates query a real Prometheus (tests/support/prometheus.rs
+# starts one per test, scraping an exporter the test controls).
+if ! command -v prometheus >/dev/null; then
+  echo "== installing prometheus (apt)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null \
+    || { echo "scripts/test.sh: prometheus is required (the fleet gate tests) and could not be installed" >&2; exit 1; }
 fi
 
 # moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).

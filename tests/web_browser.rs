@@ -278,3 +278,67 @@ fn a_thousand_pools_are_paginated_and_filterable() {
     );
     no_console_errors(&browser);
 }
+
+/// A change across pools on the page: its stages as swimlanes of pool
+/// cells that fill as pools roll, and a halt in red, live (no reload).
+#[test]
+fn the_page_shows_a_change_across_pools_and_its_halt_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    std::fs::write(
+        config.join("provider.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 4, speed: 50, failures: {badImages: [img-bad]}}\n---\napiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: canary, pools: 2, soak: 2s}\n    - {name: rest}\n  halt: {failedPools: 1}\n",
+    )
+    .unwrap();
+    let pools = |image: &str| -> String {
+        (0..12)
+            .map(|i| format!("---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{i:02}}}\nspec:\n  providerRef: sim\n  size: 2\n  template: {{image: {image}}}\n  rollout: {{health: {{minReady: 0s, startupTimeout: 3s}}}}\n"))
+            .collect()
+    };
+    std::fs::write(config.join("pools.yaml"), pools("img-1")).unwrap();
+    let d = Daemon::start(root, &[]);
+    d.wait_for("12 pools in sync", Duration::from_secs(60), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 12 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let browser = Browser::start();
+    browser.set_window(1280, 1000);
+    browser.goto(&d.url);
+    browser.wait_for(
+        "the fleet view with 12 cells",
+        Duration::from_secs(20),
+        "return document.querySelectorAll('#fleets .cell').length === 12",
+    );
+    std::fs::write(config.join("pools.yaml"), pools("img-bad")).unwrap();
+    // Live: the canary stage's cells roll, then the change halts in red.
+    browser.wait_for(
+        "a rolling cell",
+        Duration::from_secs(20),
+        "return document.querySelectorAll('#fleets .cell.c-rolling').length > 0",
+    );
+    let halt = browser.wait_for(
+        "the halt",
+        Duration::from_secs(30),
+        "const e = document.querySelector('#fleets .halt'); return e ? e.textContent : ''",
+    );
+    assert!(halt.as_str().unwrap().contains("failed"), "{halt}");
+    let failed = browser.eval(
+        "return [...document.querySelectorAll('#fleets .cell.c-failed')].map(e => e.getAttribute('title'))",
+        json!([]),
+    );
+    assert!(
+        !failed.as_array().unwrap().is_empty(),
+        "a failed pool's cell is marked: {failed}"
+    );
+    let red = browser.eval(
+        "return getComputedStyle(document.querySelector('#fleets .halt')).color",
+        json!([]),
+    );
+    assert_ne!(red, json!("rgb(29, 33, 38)"), "the halt stands out from the text");
+    std::fs::create_dir_all(screenshots()).unwrap();
+    browser.screenshot(&screenshots().join("fleet-halted.png"));
+    no_console_errors(&browser);
+}

@@ -47,9 +47,9 @@ pub(super) fn fleet(
                 "resuming a change across pools overrides what stopped it: say why with --reason"
             );
         }
-        let daemon = rt
-            .block_on(Client::find_control(state_dir))
-            .ok_or_else(no_daemon)?;
+        let Some(daemon) = rt.block_on(Client::find_control(state_dir)) else {
+            return journaled(action, name, state_dir, reason, &rt);
+        };
         let verb = if action == FleetAction::Pause {
             "pause"
         } else {
@@ -102,6 +102,70 @@ pub(super) fn fleet(
             .is_some_and(|c| matches!(c.status, ChangeStatus::Halted { .. }))
     });
     Ok(if halted { exit::FAILED } else { exit::OK })
+}
+
+/// No daemon runs: the change's journal is edited under the state lock (so
+/// no apply acts meanwhile); the next `apply` (or the daemon) follows it.
+fn journaled(
+    action: FleetAction,
+    name: &str,
+    state_dir: &Path,
+    reason: Option<&str>,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<u8> {
+    use crate::reconcile::fleet::{FleetControl, control_journaled};
+    let state = crate::store::StateDir::new(state_dir);
+    let _lock = crate::store::StateLock::acquire(
+        &state.root,
+        &format!("poolwright fleet {action:?} {name}").to_lowercase(),
+    )?;
+    let journal = crate::store::FleetJournal::new(state.fleet_dir());
+    let control = if action == FleetAction::Pause {
+        FleetControl::Pause
+    } else {
+        FleetControl::Resume
+    };
+    let who = format!("a human ({})", crate::store::overrides::operator());
+    let why = reason.unwrap_or("no reason given").to_string();
+    let mut resumed = None;
+    let mut found = false;
+    rt.block_on(journal.update(name, |current| {
+        let mut s = current?;
+        found = true;
+        resumed = control_journaled(&mut s.change, &control, &who, &why, jiff::Timestamp::now());
+        resumed.is_some().then_some(s)
+    }))
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !found {
+        anyhow::bail!(
+            "no journal of FleetRollout {name:?} in {} (name the FleetRollout, not its change, when no daemon runs)",
+            state.fleet_dir().display()
+        );
+    }
+    let Some(pools) = resumed else {
+        let verb = format!("{action:?}").to_lowercase();
+        println!("fleet rollout {name}: its change is not in a state to {verb}");
+        return Ok(exit::FAILED);
+    };
+    let rollouts = crate::store::Journal::new(state.journal_dir());
+    for pool in pools {
+        if let Ok(m) = rt.block_on(crate::reconcile::control::resume(
+            &rollouts,
+            &pool,
+            jiff::Timestamp::now(),
+        )) {
+            println!("{m}");
+        }
+    }
+    println!(
+        "fleet rollout {name}: {}; the next `poolwright apply` (or the daemon) follows it",
+        if action == FleetAction::Pause {
+            "paused"
+        } else {
+            "resumed"
+        }
+    );
+    Ok(exit::OK)
 }
 
 #[derive(serde::Deserialize)]
@@ -181,7 +245,12 @@ pub fn render(f: &FleetStatus) -> String {
         let named: Vec<String> = s
             .cells
             .iter()
-            .filter(|(_, cell)| matches!(cell.as_str(), "rolling" | "failed" | "rolled-back"))
+            .filter(|(_, cell)| {
+                matches!(
+                    cell.as_str(),
+                    "rolling" | "stopped" | "failed" | "rolled-back"
+                )
+            })
             .take(10)
             .map(|(pool, cell)| format!("{pool} ({cell})"))
             .collect();

@@ -15,6 +15,7 @@ mod plugin_cmd;
 mod rollout_cmd;
 mod saved;
 mod snapshot;
+mod staged;
 mod status_cmd;
 mod workflow;
 

@@ -197,7 +197,10 @@ pub(super) fn apply(
     let rt = runtime()?;
     let source = source_of(&dir);
     let revision = source.revision.as_ref().map(|r| r.short());
-    let mut snap = rt.block_on(snapshot(config, &state, clock.clone(), revision))?;
+    let mut snap = rt.block_on(snapshot(config, &state, clock.clone(), revision.clone()))?;
+    // A fresh plan with FleetRollouts runs their changes stage by stage; a
+    // saved plan is applied as it was reviewed, and no further.
+    let staged = saved.is_none() && !snap.config.fleets.is_empty();
     let plan: Plan = match saved {
         Some(s) => {
             s.check_fresh(&snap)?;
@@ -232,7 +235,8 @@ pub(super) fn apply(
                 .map(|w| format!("nodepool.{}: {w}", p.pool))
         })
         .collect();
-    if !plan.has_changes() {
+    let held = plan.summary().held > 0;
+    if !plan.has_changes() && !(staged && held) {
         for w in &waiting {
             eprintln!("error: {w}");
         }
@@ -298,6 +302,25 @@ pub(super) fn apply(
         progress: &progress,
         stop: &stop,
     };
+    if staged {
+        let code = super::staged::Staged {
+            rt: &rt,
+            ctx: &ctx,
+            state: &state,
+            clock: &clock,
+            opts: PlanOptions {
+                override_disruption: override_reason.is_some(),
+                ..options(&common, clock.as_ref())
+            },
+            revision,
+        }
+        .drive(plan)?;
+        latencies.flush();
+        for w in &waiting {
+            eprintln!("error: {w}");
+        }
+        return Ok(if waiting.is_empty() { code } else { exit::FAILED });
+    }
     let outcome = rt.block_on(apply_plan(&plan, &ctx));
     latencies.flush();
     if stop.is_requested() {

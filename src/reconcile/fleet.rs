@@ -592,8 +592,18 @@ impl FleetDriver {
                                 (Some((f, at)), Some(c)) if *at >= c.started_at => f.clone(),
                                 _ => PoolFact::Unknown,
                             };
+                            let stopped = change.is_some_and(|c| {
+                                matches!(
+                                    c.status,
+                                    ChangeStatus::Halted { .. } | ChangeStatus::Paused { .. }
+                                )
+                            });
                             let cell = match (record, &fact) {
                                 (Some(PoolRecord::Done { .. }), _) => "done",
+                                // Halted or paused mid-roll: stopped at a safe point.
+                                (Some(PoolRecord::Rolling { .. }), PoolFact::Rolls) if stopped => {
+                                    "stopped"
+                                }
                                 (Some(PoolRecord::Rolling { .. }), _) => "rolling",
                                 (Some(PoolRecord::RolledBack { .. }), _) => "rolled-back",
                                 (Some(PoolRecord::Failed { .. }), _)
@@ -632,6 +642,24 @@ impl FleetDriver {
             })
             .collect()
     }
+}
+
+/// An operator's pause or resume of a change, edited in its journal
+/// directly (no daemon runs): the pools whose rollouts the resume resumes
+/// too. `None` when the change was not in a state to take it.
+pub fn control_journaled(
+    change: &mut crate::fleet::Change,
+    action: &FleetControl,
+    by: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Option<Vec<String>> {
+    let before = change.status.clone();
+    let (mut notes, mut wake, mut stop, mut resume) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    control(
+        change, action, by, reason, now, &mut notes, &mut wake, &mut stop, &mut resume,
+    );
+    (change.status != before).then_some(resume)
 }
 
 /// An operator's pause or resume, on the change as journaled.

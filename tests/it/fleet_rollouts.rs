@@ -502,3 +502,65 @@ fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
         .count();
     assert_eq!(started, 1, "a restart does not begin the change again");
 }
+
+/// `apply` runs a change across pools stage by stage too: a good image goes
+/// through every stage, waiting out the soaks; a bad one halts at the
+/// canary and apply fails, saying why; `fleet resume` (no daemon: edited in
+/// the journal under the state lock) lets the next apply try again.
+#[test]
+fn apply_runs_the_stages_and_stops_on_a_halt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let rings = RINGS
+        .replace("soak: 30s}", "soak: 1s}")
+        .replace("\"25%\"", "\"50%\"")
+        .replace("  halt:", "  maxConcurrentPools: 2\n  halt:");
+    let rollout = "{health: {minReady: 0s, startupTimeout: 3s}}";
+    write(&config.join("provider.yaml"), &provider(100));
+    write(&config.join("rings.yaml"), &rings);
+    let apply = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(root)
+            .args(["apply", "config", "--auto-approve"])
+            .output()
+            .unwrap()
+    };
+    write(&config.join("pools.yaml"), &pools(6, 2, "img-1", rollout));
+    assert!(apply().status.success());
+    write(&config.join("pools.yaml"), &pools(6, 2, "img-2", rollout));
+    let out = apply();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("started: ") && l.contains("stage "))
+        .collect();
+    assert_eq!(order.len(), 3, "{text}");
+    assert!(order[0].contains("canary") && order[1].contains("early") && order[2].contains("rest"));
+    assert!(text.contains("every change across pools is complete"), "{text}");
+
+    write(&config.join("pools.yaml"), &pools(6, 2, "img-bad", rollout));
+    let out = apply();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(err.contains("halted") && err.contains("pool-000"), "{err}");
+    assert!(
+        !text.contains("stage early started"),
+        "nothing after the canary: {text}"
+    );
+    let resume = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["fleet", "resume", "rings", "--reason", "a test"])
+        .output()
+        .unwrap();
+    assert!(resume.status.success(), "{}", String::from_utf8_lossy(&resume.stderr));
+    let journal: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".poolwright/fleet/rings.json")).unwrap())
+            .unwrap();
+    assert_eq!(journal["change"]["status"]["state"], "running");
+}

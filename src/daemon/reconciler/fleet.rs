@@ -343,6 +343,7 @@ impl Reconciler {
                 "done",
                 "in-sync",
                 "rolling",
+                "stopped",
                 "waiting",
                 "failed",
                 "rolled-back",

@@ -299,7 +299,7 @@
   }
 
   // ---- changes across pools: stages as swimlanes, pools as cells ----------------
-  const CELLS = ["done", "in-sync", "rolling", "waiting", "failed", "rolled-back", "paused", "error", "unknown"];
+  const CELLS = ["done", "in-sync", "rolling", "stopped", "waiting", "failed", "rolled-back", "paused", "error", "unknown"];
   const MAX_CELLS = 400; // a larger stage is drawn as a bar, its failed and rolling pools named
   async function loadFleet() {
     try {
@@ -325,7 +325,7 @@
     for (const [, c] of st.cells) count.set(c, (count.get(c) || 0) + 1);
     const bar = h("div", { class: "bar", role: "img", "aria-label": CELLS.filter((c) => count.get(c)).map((c) => count.get(c) + " " + c).join(", ") },
       CELLS.filter((c) => count.get(c)).map((c) => h("span", { class: "c-" + c, style: "width:" + (100 * count.get(c) / n).toFixed(2) + "%", title: count.get(c) + " " + c })));
-    const named = st.cells.filter(([, c]) => c === "failed" || c === "rolling").slice(0, 20);
+    const named = st.cells.filter(([, c]) => c === "failed" || c === "rolling" || c === "stopped").slice(0, 20);
     return [bar, named.length ? h("p", { class: "sub" }, named.map(([p, c], i) => [i ? ", " : "", h("a", { href: poolHref(p) }, p), " (" + c + ")"])) : null];
   }
   function renderFleet() {
