@@ -12,12 +12,14 @@
 //! - [`verdict`]: what the change says of one pool's roll (go, hold and why,
 //!   or roll back), and the admission that takes a concurrency slot.
 //! - [`view`]: what the planner is given of each FleetRollout.
+//! - [`forecast`]: a change laid out in time from each pool's forecast.
 //!
 //! The shell (`reconcile::fleet`) journals the change before acting, reads
 //! the gates, and tells the daemon which pools to look at again.
 
 pub mod change;
 pub mod decide;
+pub mod forecast;
 pub mod rules;
 pub mod verdict;
 pub mod view;

@@ -412,7 +412,8 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(mut v: Vec<f64>) -> Spread {
+    /// The p10, p50 and p90 of these values.
+    pub fn of(mut v: Vec<f64>) -> Spread {
         v.sort_by(f64::total_cmp);
         Spread {
             p10: percentile(&v, 0.1),
@@ -454,6 +455,10 @@ pub struct Forecast {
     pub failed_risk: f64,
     /// The median run's capacity over time.
     pub capacity: Vec<Point>,
+    /// Each run's duration in seconds, in run order (what a change across
+    /// pools is laid out from).
+    #[serde(skip)]
+    pub samples: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -599,6 +604,7 @@ fn summarize(
         deadline_risk: deadline as f64 / n,
         failed_risk: failed as f64 / n,
         capacity: median.map(|m| m.curve).unwrap_or_default(),
+        samples: outcomes.iter().map(|o| o.seconds).collect(),
     }
 }
 

@@ -358,7 +358,12 @@ struct Report {
     forecasts: Vec<Forecast>,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     sweeps: std::collections::BTreeMap<String, Vec<SweepRow>>,
+    /// Each change across pools: when it reaches every governed pool.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fleets: Vec<fleet::FleetForecast>,
 }
+
+mod fleet;
 
 /// Forecast the rolls of `plan`; text goes to `out`.
 fn forecast_plan(
@@ -375,6 +380,7 @@ fn forecast_plan(
         format_version: 1,
         forecasts: Vec::new(),
         sweeps: Default::default(),
+        fleets: Vec::new(),
     };
     let mut text = String::new();
     if rolled.is_empty() {
@@ -431,6 +437,21 @@ fn forecast_plan(
         }
         curves.push((f.clone(), settings.disruption.clone(), lines));
         report.forecasts.push(f);
+    }
+    // Each change across pools, laid out from the forecasts of every pool it
+    // would roll (its held pools too).
+    if !config.fleets.is_empty() && req.pools.is_empty() && req.set.is_empty() {
+        let (fleets, fleet_text) = fleet::forecast_changes(config, snap, state, req, now)?;
+        if !fleets.is_empty() {
+            if text.starts_with("No roll planned") {
+                text.clear();
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&fleet_text);
+        }
+        report.fleets = fleets;
     }
     if let Some(path) = &req.svg {
         let drawing = svg::draw(&curves)?;
