@@ -511,3 +511,109 @@ fn a_sharded_twin_stops_holding_every_shard_and_gives_none_back() {
     );
     assert!(stopped(&out.status()), "{:#}", out.status()["daemon"]);
 }
+
+/// A change across pools under `--shards`: three daemons share one fleet
+/// journal (a ConfigMap beside the leases). The canary pool's daemon sees it
+/// fail and halts the change; the other daemons read the halt within a
+/// retry period and start nothing of that change: no call of theirs reaches
+/// the simulator.
+#[test]
+fn sharded_daemons_honour_one_halt_of_a_change_across_pools() {
+    const N: usize = 24;
+    let cp = ControlPlane::start();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::create_dir_all(root.join("sim")).unwrap();
+    std::fs::write(
+        config.join("provider.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 7, speed: 20, failures: {badImages: [img-bad]}}\n---\napiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: canary, selector: {matchLabels: {ring: canary}}, soak: 5s}\n    - {name: rest}\n  halt: {failedPools: 1}\n",
+    )
+    .unwrap();
+    let pools = |image: &str| -> String {
+        (0..N)
+            .map(|n| {
+                let ring = if n == 0 { "canary" } else { "main" };
+                format!(
+                    "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{n:03}, labels: {{ring: {ring}}}}}\nspec:\n  providerRef: sim\n  size: 2\n  template: {{image: {image}}}\n  rollout: {{health: {{minReady: 0s, startupTimeout: 4s}}}}\n"
+                )
+            })
+            .collect()
+    };
+    std::fs::write(config.join("pools.yaml"), pools("img-1")).unwrap();
+    let daemons = [
+        start(root, &cp, "a"),
+        start(root, &cp, "b"),
+        start(root, &cp, "c"),
+    ];
+    let refs: Vec<&Daemon> = daemons.iter().collect();
+    let holder = wait_balanced(&refs, Duration::from_secs(60));
+    for d in &daemons {
+        d.wait_for("every pool in sync", Duration::from_secs(90), |s| {
+            s["pools"].as_array().is_some_and(|p| {
+                p.len() == N && p.iter().all(|p| p["state"] == "in-sync")
+            })
+        });
+    }
+    let canary_shard = u64::from(shard_of("pool-000", SHARDS));
+    let canary_daemon = holder[&canary_shard].clone();
+    let audit_before = std::fs::read_to_string(root.join("sim/sim.audit.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+
+    std::fs::write(config.join("pools.yaml"), pools("img-bad")).unwrap();
+    // The canary's daemon halts the change; every daemon shows the halt.
+    let halted_at = {
+        let d = daemons
+            .iter()
+            .find(|d| d.status()["daemon"]["ha"]["identity"] == canary_daemon.as_str())
+            .unwrap();
+        d.wait_for("the canary's daemon halts", Duration::from_secs(60), |s| {
+            s["fleets"][0]["status"] == "halted"
+        });
+        Instant::now()
+    };
+    for d in &daemons {
+        d.wait_for("every daemon sees the halt", Duration::from_secs(5), |s| {
+            s["fleets"][0]["status"] == "halted"
+        });
+    }
+    let seen = halted_at.elapsed();
+    assert!(
+        seen < Duration::from_secs(RETRY_SECS * 3),
+        "the halt reached every daemon {seen:?} after the first saw it"
+    );
+    // Nothing of the change started but the canary, for a while after.
+    std::thread::sleep(Duration::from_secs(4));
+    let audit: Vec<String> = std::fs::read_to_string(root.join("sim/sim.audit.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(audit_before)
+        .map(str::to_string)
+        .collect();
+    let touched: BTreeSet<String> = audit
+        .iter()
+        .filter_map(|l| {
+            let call = serde_json::from_str::<Value>(l).ok()?["call"].as_str()?.to_string();
+            Some(call.split_once('(')?.1.split([',', ')']).next()?.to_string())
+        })
+        .collect();
+    assert_eq!(
+        touched,
+        BTreeSet::from(["pool-000".to_string()]),
+        "calls since the edit: {audit:#?}"
+    );
+    for d in &daemons {
+        let admitted: Vec<Value> = d
+            .events()
+            .into_iter()
+            .filter(|e| e["event"] == "fleet_pool_admitted" && e["pool"] != "pool-000")
+            .collect();
+        assert!(
+            admitted.is_empty(),
+            "a daemon admitted a roll of the halted change: {admitted:#?}"
+        );
+    }
+}

@@ -534,6 +534,31 @@ impl FleetDriver {
                     out.refused.extend(refused);
                     out.resume.extend(resume);
                 }
+                // A daemon holding no lease (a standby) writes nothing: it
+                // follows the change as the others journal it.
+                Err(FleetJournalError::Fenced(why)) => {
+                    if let Ok(state) = self.journal.load(name).await {
+                        t.state = state;
+                    }
+                    t.dirty = false;
+                    t.error = None;
+                    for op in ops {
+                        match op {
+                            Op::Admit { pool, .. } => out.refused.push((
+                                pool,
+                                Verdict::Hold(crate::fleet::Hold::Paused {
+                                    fleet: name.clone(),
+                                    change: id.clone(),
+                                    by: "this daemon's role".into(),
+                                    reason: why.clone(),
+                                }),
+                            )),
+                            control @ Op::Control { .. } => t.ops.push(control),
+                            // A reading is stale by the next one.
+                            Op::Reading { .. } => {}
+                        }
+                    }
+                }
                 Err(e) => {
                     let why = match &e {
                         FleetJournalError::Fenced(w) => format!("not written ({w})"),
