@@ -551,9 +551,9 @@ fn sharded_daemons_honour_one_halt_of_a_change_across_pools() {
     let holder = wait_balanced(&refs, Duration::from_secs(60));
     for d in &daemons {
         d.wait_for("every pool in sync", Duration::from_secs(90), |s| {
-            s["pools"].as_array().is_some_and(|p| {
-                p.len() == N && p.iter().all(|p| p["state"] == "in-sync")
-            })
+            s["pools"]
+                .as_array()
+                .is_some_and(|p| p.len() == N && p.iter().all(|p| p["state"] == "in-sync"))
         });
     }
     let canary_shard = u64::from(shard_of("pool-000", SHARDS));
@@ -596,8 +596,16 @@ fn sharded_daemons_honour_one_halt_of_a_change_across_pools() {
     let touched: BTreeSet<String> = audit
         .iter()
         .filter_map(|l| {
-            let call = serde_json::from_str::<Value>(l).ok()?["call"].as_str()?.to_string();
-            Some(call.split_once('(')?.1.split([',', ')']).next()?.to_string())
+            let call = serde_json::from_str::<Value>(l).ok()?["call"]
+                .as_str()?
+                .to_string();
+            Some(
+                call.split_once('(')?
+                    .1
+                    .split([',', ')'])
+                    .next()?
+                    .to_string(),
+            )
         })
         .collect();
     assert_eq!(

@@ -337,7 +337,11 @@ fn the_page_shows_a_change_across_pools_and_its_halt_live() {
         "return getComputedStyle(document.querySelector('#fleets .halt')).color",
         json!([]),
     );
-    assert_ne!(red, json!("rgb(29, 33, 38)"), "the halt stands out from the text");
+    assert_ne!(
+        red,
+        json!("rgb(29, 33, 38)"),
+        "the halt stands out from the text"
+    );
     std::fs::create_dir_all(screenshots()).unwrap();
     browser.screenshot(&screenshots().join("fleet-halted.png"));
     no_console_errors(&browser);

@@ -14,8 +14,8 @@ use std::time::Duration;
 use super::exit;
 use crate::clock::Clock;
 use crate::fleet::ChangeStatus;
-use crate::model::{Event, TemplateHash};
 use crate::model::events::FleetRef;
+use crate::model::{Event, TemplateHash};
 use crate::plan::{self, Plan, PlanOptions, Step};
 use crate::provider::Providers;
 use crate::reconcile::fleet::{FleetDriver, Stepped};
@@ -68,8 +68,7 @@ impl Staged<'_> {
                 }
                 let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
                 driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
-                if p
-                    .steps
+                if p.steps
                     .iter()
                     .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
                     && let Some(from) = journal
@@ -91,8 +90,7 @@ impl Staged<'_> {
             let (mut rolls, mut others) = (Vec::new(), Vec::new());
             for p in plan.pools.iter().filter(|p| p.has_changes()) {
                 let governed_roll = driver.governs(&p.pool).is_some()
-                    && p
-                        .steps
+                    && p.steps
                         .iter()
                         .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
                 if !governed_roll {
@@ -118,7 +116,10 @@ impl Staged<'_> {
                 )
                 .await;
                 // Admitted rolls at once: they took their slots together.
-                for o in futures_util::future::join_all(rolls.iter().map(|p| apply_pool(p, self.ctx))).await {
+                for o in
+                    futures_util::future::join_all(rolls.iter().map(|p| apply_pool(p, self.ctx)))
+                        .await
+                {
                     out.steps_done += o.steps_done;
                     out.errors.extend(o.errors);
                 }
@@ -172,7 +173,11 @@ impl Staged<'_> {
                 // wait for what the change waits for, reading the gates.
                 let waiting: Vec<String> = status
                     .iter()
-                    .filter_map(|f| f.waiting.as_ref().map(|w| format!("fleet rollout {}: {w}", f.name)))
+                    .filter_map(|f| {
+                        f.waiting
+                            .as_ref()
+                            .map(|w| format!("fleet rollout {}: {w}", f.name))
+                    })
                     .collect();
                 let line = waiting.join("; ");
                 if line != last_waiting {
@@ -240,9 +245,9 @@ impl Staged<'_> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let providers: &Providers = self.ctx.providers;
-        let mut observed = self
-            .rt
-            .block_on(observe(config, &inventory, providers, self.clock.as_ref()));
+        let mut observed =
+            self.rt
+                .block_on(observe(config, &inventory, providers, self.clock.as_ref()));
         observed.rollouts = self
             .rt
             .block_on(Journal::new(self.state.journal_dir()).all())?;
@@ -260,7 +265,16 @@ impl Staged<'_> {
 
     /// The template a pool runs now, as its provider reports it.
     fn observed_template(&self, pool: &str) -> Option<crate::model::NodeTemplate> {
-        let provider = self.ctx.config.pools.get(pool)?.doc.spec.provider_ref.value.clone();
+        let provider = self
+            .ctx
+            .config
+            .pools
+            .get(pool)?
+            .doc
+            .spec
+            .provider_ref
+            .value
+            .clone();
         let p = self.ctx.providers.get(&provider)?.clone();
         let names = [pool.to_string()];
         self.rt

@@ -319,7 +319,11 @@ pub(super) fn apply(
         for w in &waiting {
             eprintln!("error: {w}");
         }
-        return Ok(if waiting.is_empty() { code } else { exit::FAILED });
+        return Ok(if waiting.is_empty() {
+            code
+        } else {
+            exit::FAILED
+        });
     }
     let outcome = rt.block_on(apply_plan(&plan, &ctx));
     latencies.flush();

@@ -75,7 +75,8 @@ pub fn schedule(
         let mut end = start;
         let mut rolled = 0;
         for pool in &stage.pools {
-            let done = change.is_some_and(|c| matches!(c.pools.get(pool), Some(PoolRecord::Done { .. })));
+            let done =
+                change.is_some_and(|c| matches!(c.pools.get(pool), Some(PoolRecord::Done { .. })));
             let Some(p) = pools.get(pool.as_str()).filter(|_| !done) else {
                 continue;
             };
@@ -144,7 +145,15 @@ mod tests {
         let secs = [100.0];
         let pools: BTreeMap<&str, PoolRuns> = ["a", "b", "c", "d"]
             .into_iter()
-            .map(|p| (p, PoolRuns { provider: "sim", seconds: &secs }))
+            .map(|p| {
+                (
+                    p,
+                    PoolRuns {
+                        provider: "sim",
+                        seconds: &secs,
+                    },
+                )
+            })
             .collect();
         let now = Timestamp::UNIX_EPOCH;
         let run = schedule(&rules, None, &pools, 0, 8, now);

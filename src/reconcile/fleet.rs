@@ -680,9 +680,18 @@ pub fn control_journaled(
     now: Timestamp,
 ) -> Option<Vec<String>> {
     let before = change.status.clone();
-    let (mut notes, mut wake, mut stop, mut resume) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut notes, mut wake, mut stop, mut resume) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     control(
-        change, action, by, reason, now, &mut notes, &mut wake, &mut stop, &mut resume,
+        change,
+        action,
+        by,
+        reason,
+        now,
+        &mut notes,
+        &mut wake,
+        &mut stop,
+        &mut resume,
     );
     (change.status != before).then_some(resume)
 }

@@ -345,7 +345,10 @@ spec:
     write(&config.join("pools.yaml"), &pools(10, 2, "img-2", ROLLOUT));
     d.wait_for_event("stage early done: its soak begins", |e| {
         e["event"] == "fleet_stage_completed"
-            && e["message"].as_str().unwrap().starts_with("stage early done")
+            && e["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("stage early done")
             && e["fleet"]["change"] != first
     });
     assert_eq!(fleet(&d.status())["status"], "running");
@@ -367,15 +370,19 @@ spec:
         .cloned()
         .collect();
     assert_eq!(rolled.len(), 5, "canary and early (50% of 10): {rolled:?}");
-    d.wait_for("the rolled pools are back on img-1", Duration::from_secs(60), |_| {
-        let (_, body) = d.get("/v1/fleet/rings");
-        let f: Value = serde_json::from_str(&body).unwrap();
-        f["change"]["pools"]
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|r| r["state"] == "rolledBack")
-    });
+    d.wait_for(
+        "the rolled pools are back on img-1",
+        Duration::from_secs(60),
+        |_| {
+            let (_, body) = d.get("/v1/fleet/rings");
+            let f: Value = serde_json::from_str(&body).unwrap();
+            f["change"]["pools"]
+                .as_object()
+                .unwrap()
+                .values()
+                .all(|r| r["state"] == "rolledBack")
+        },
+    );
     let events: Vec<Value> = d.events().split_off(from);
     for pool in &rolled {
         assert!(
@@ -398,9 +405,15 @@ spec:
                 && !rolled.contains(&e["pool"].as_str().unwrap().to_string())
         })
         .collect();
-    assert!(untouched.is_empty(), "the last stage never started: {untouched:#?}");
+    assert!(
+        untouched.is_empty(),
+        "the last stage never started: {untouched:#?}"
+    );
     assert_eq!(
-        d.metric("poolwright_fleet_pools", &[("fleet", "rings"), ("state", "rolled-back")]),
+        d.metric(
+            "poolwright_fleet_pools",
+            &[("fleet", "rings"), ("state", "rolled-back")]
+        ),
         5.0
     );
 }
@@ -473,7 +486,10 @@ fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
             "stage {stage}: started, completed and passed once each: {events:#?}"
         );
         if let Some(before) = last_passed {
-            assert!(started[0] >= before, "stage {stage} started before the one before passed");
+            assert!(
+                started[0] >= before,
+                "stage {stage} started before the one before passed"
+            );
         }
         if stage != "rest" {
             let soaked = passed[0].duration_since(completed[0]);
@@ -532,14 +548,21 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
     write(&config.join("pools.yaml"), &pools(6, 2, "img-2", rollout));
     let out = apply();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let order: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("started: ") && l.contains("stage "))
         .collect();
     assert_eq!(order.len(), 3, "{text}");
     assert!(order[0].contains("canary") && order[1].contains("early") && order[2].contains("rest"));
-    assert!(text.contains("every change across pools is complete"), "{text}");
+    assert!(
+        text.contains("every change across pools is complete"),
+        "{text}"
+    );
 
     write(&config.join("pools.yaml"), &pools(6, 2, "img-bad", rollout));
     let out = apply();
@@ -558,9 +581,14 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
         .args(["fleet", "resume", "rings", "--reason", "a test"])
         .output()
         .unwrap();
-    assert!(resume.status.success(), "{}", String::from_utf8_lossy(&resume.stderr));
-    let journal: Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join(".poolwright/fleet/rings.json")).unwrap())
-            .unwrap();
+    assert!(
+        resume.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    let journal: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join(".poolwright/fleet/rings.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(journal["change"]["status"]["state"], "running");
 }

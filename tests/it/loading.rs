@@ -38,7 +38,11 @@ fn the_demo_fleet_validates_without_the_cloud_examples() {
 
 #[test]
 fn every_example_directory_validates() {
-    for (dir, pools, clusters) in [("examples/aws", 1, 0), ("examples/kubernetes", 1, 1)] {
+    for (dir, pools, clusters) in [
+        ("examples/aws", 1, 0),
+        ("examples/kubernetes", 1, 1),
+        ("examples/fleet", 12, 0),
+    ] {
         let report = load_dir(&repo(dir), &Limits::default());
         assert!(
             report.diagnostics.is_empty(),

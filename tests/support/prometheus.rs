@@ -33,9 +33,8 @@ impl Exporter {
                 let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf);
                 let v = *served.lock().unwrap();
-                let body = format!(
-                    "# TYPE test_errors_per_second gauge\ntest_errors_per_second {v}\n"
-                );
+                let body =
+                    format!("# TYPE test_errors_per_second gauge\ntest_errors_per_second {v}\n");
                 let _ = write!(
                     s,
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -81,7 +80,10 @@ impl Prometheus {
         let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
         let child = Command::new(&exe)
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -182,7 +184,10 @@ fn get(url: &str, path: &str) -> std::io::Result<(u16, String)> {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     // Prometheus answers chunked; the JSON is the chunk between the sizes.
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()

@@ -107,7 +107,12 @@ pub(super) fn forecast_changes(
                     ))
                 })
                 .collect();
-            let runs = forecasts.values().map(|f| f.samples.len()).max().unwrap_or(1).max(1);
+            let runs = forecasts
+                .values()
+                .map(|f| f.samples.len())
+                .max()
+                .unwrap_or(1)
+                .max(1);
             (0..runs)
                 .map(|i| schedule(rules, change, &pools, i, WORKERS, now))
                 .collect::<Vec<_>>()
@@ -119,12 +124,17 @@ pub(super) fn forecast_changes(
         let mut again = false;
         for r in &mine {
             let windowed = r.settings.disruption.policy() != DisruptionPolicy::Allow;
-            let Some(stage) = rules.stage_of(&r.pool) else { continue };
+            let Some(stage) = rules.stage_of(&r.pool) else {
+                continue;
+            };
             let Some(Some((start, _))) = runs.get(median).map(|run| run.stages[stage]) else {
                 continue;
             };
             if windowed && start > 1.0 {
-                forecasts.insert(r.pool.clone(), run_one(r, &r.settings, req, at(now, start))?);
+                forecasts.insert(
+                    r.pool.clone(),
+                    run_one(r, &r.settings, req, at(now, start))?,
+                );
                 again = true;
             }
         }
@@ -135,7 +145,11 @@ pub(super) fn forecast_changes(
         let duration = Spread::of(runs.iter().map(|r| r.seconds).collect());
         let mut warnings: Vec<String> = forecasts
             .values()
-            .flat_map(|f| f.warnings.iter().map(move |w| format!("nodepool.{}: {w}", f.pool)))
+            .flat_map(|f| {
+                f.warnings
+                    .iter()
+                    .map(move |w| format!("nodepool.{}: {w}", f.pool))
+            })
             .collect();
         warnings.sort();
         warnings.dedup();
@@ -145,7 +159,11 @@ pub(super) fn forecast_changes(
             .enumerate()
             .map(|(i, s)| StageForecast {
                 name: s.name.clone(),
-                pools_rolled: s.pools.iter().filter(|p| forecasts.contains_key(*p)).count(),
+                pools_rolled: s
+                    .pools
+                    .iter()
+                    .filter(|p| forecasts.contains_key(*p))
+                    .count(),
                 start_p50: runs[median].stages[i].map(|(a, _)| a),
                 end_p50: runs[median].stages[i].map(|(_, b)| b),
                 soak_seconds: s.soak.as_secs(),
