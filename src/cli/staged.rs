@@ -198,7 +198,7 @@ impl Staged<'_> {
                 None => println!("fleet rollout {fleet}: {}", note.message),
             }
             self.ctx.events.emit(Event {
-                ts: self.clock.now(),
+                ts: s.at.unwrap_or_else(|| self.clock.now()),
                 pool: note.pool.clone().unwrap_or_default(),
                 event: note.event,
                 node: None,

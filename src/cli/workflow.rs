@@ -236,7 +236,7 @@ pub(super) fn apply(
         })
         .collect();
     let held = plan.summary().held > 0;
-    if !plan.has_changes() && !(staged && held) {
+    if !(plan.has_changes() || staged && held) {
         for w in &waiting {
             eprintln!("error: {w}");
         }

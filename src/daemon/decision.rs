@@ -200,6 +200,16 @@ mod tests {
             until: None,
             timezone: None,
         });
+        let mut held = plan(Headline::RollCreateFirst, vec![]);
+        held.fleet = Some(crate::plan::fleet::PoolFleet {
+            name: "rings".into(),
+            change: "main@abc".into(),
+            stage: "rest".into(),
+            stage_number: 3,
+            stages: 3,
+            held: Some("stage rest starts after stage canary".into()),
+            rollback: false,
+        });
         let paused = Status::Paused {
             reason: "by ops".into(),
         };
@@ -244,6 +254,14 @@ mod tests {
                 PoolAction::Show(
                     PoolState::Blocked,
                     "blocked by disruption policy Block".into(),
+                ),
+            ),
+            (
+                "held by its change across pools",
+                facts(&held),
+                PoolAction::Show(
+                    PoolState::Held,
+                    "stage rest starts after stage canary".into(),
                 ),
             ),
             (

@@ -250,7 +250,13 @@ async fn stores(
             inventory_store: Arc::new(inventory_store),
             inventory,
             shards: None,
-            fleet_journal: FleetJournal::new(state.fleet_dir()),
+            // A dry run acts on nothing, its changes across pools included:
+            // they are kept in memory, and a later real run starts afresh.
+            fleet_journal: if opts.dry_run {
+                FleetJournal::memory()
+            } else {
+                FleetJournal::new(state.fleet_dir())
+            },
         };
         return Ok((stores, None));
     };

@@ -730,6 +730,85 @@ mod tests {
     }
 
     #[test]
+    fn a_halt_with_rollback_turns_the_rolled_pools_round_and_holds_the_rest() {
+        let mut r = rules(&[1, 2, 2], 60, None, 1);
+        r.on_halt = OnHalt::Rollback;
+        let mut c = change(&r);
+        let mut known: BTreeMap<String, PoolFact> =
+            (0..5).map(|i| (format!("p{i}"), PoolFact::Rolls)).collect();
+        c = decide(
+            &c,
+            &Inputs {
+                now: at(0),
+                rules: &r,
+                facts: &facts(&known),
+            },
+        )
+        .change;
+        admit(&mut c, &r, "p0", &template("img-1"), at(1)).unwrap();
+        known.insert("p0".into(), PoolFact::InSync);
+        c = decide(
+            &c,
+            &Inputs {
+                now: at(10),
+                rules: &r,
+                facts: &facts(&known),
+            },
+        )
+        .change;
+        c = decide(
+            &c,
+            &Inputs {
+                now: at(100),
+                rules: &r,
+                facts: &facts(&known),
+            },
+        )
+        .change;
+        admit(&mut c, &r, "p1", &template("img-1"), at(101)).unwrap();
+        known.insert("p1".into(), PoolFact::Failed("a node failed".into()));
+        let d = decide(
+            &c,
+            &Inputs {
+                now: at(110),
+                rules: &r,
+                facts: &facts(&known),
+            },
+        );
+        assert!(d.change.is_halted());
+        assert_eq!(d.wake.len(), 5, "every governed pool is planned again");
+        let back = TemplateHash(template("img-1").hash().0);
+        assert_eq!(
+            verdict(&d.change, &r, "p0"),
+            Verdict::RollBack { to: back },
+            "done: goes back"
+        );
+        assert_eq!(
+            verdict(&d.change, &r, "p1"),
+            Verdict::RollBack { to: back },
+            "failed: goes back"
+        );
+        assert!(
+            matches!(verdict(&d.change, &r, "p2"), Verdict::Hold(_)),
+            "never started: held"
+        );
+        // Once rolled back, its record says so.
+        known.insert("p0".into(), PoolFact::RolledBack("change halted".into()));
+        let d = decide(
+            &d.change,
+            &Inputs {
+                now: at(200),
+                rules: &r,
+                facts: &facts(&known),
+            },
+        );
+        assert!(matches!(
+            d.change.pools["p0"],
+            PoolRecord::RolledBack { .. }
+        ));
+    }
+
+    #[test]
     fn a_stage_with_nothing_to_roll_has_no_soak() {
         let r = rules(&[1, 1], 3600, None, 1);
         let known: BTreeMap<String, PoolFact> = [

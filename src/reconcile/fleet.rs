@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use crate::fleet::change::FleetState;
 use crate::fleet::decide::{Inputs, read_gate};
@@ -33,6 +33,9 @@ pub enum FleetControl {
 /// What the caller does after a step.
 #[derive(Debug, Default)]
 pub struct Stepped {
+    /// The instant the step decided at (its events carry it, as the
+    /// journal does).
+    pub at: Option<Timestamp>,
     /// `fleet_*` events to emit: the FleetRollout, its change, the note.
     pub notes: Vec<(String, String, FleetNote)>,
     /// Pools to plan again.
@@ -375,7 +378,10 @@ impl FleetDriver {
     /// Journal first: what the caller does next (start workers, stop them,
     /// look at pools again) follows only what was written.
     pub async fn step(&mut self, now: Timestamp) -> Stepped {
-        let mut out = Stepped::default();
+        let mut out = Stepped {
+            at: Some(now),
+            ..Stepped::default()
+        };
         let facts = &self.facts;
         for (name, t) in &mut self.fleets {
             let due = t.next_due.is_some_and(|d| d <= now);
@@ -474,7 +480,12 @@ impl FleetDriver {
                     // Admissions last, against the change as decided now.
                     for op in &ops {
                         if let Op::Admit { pool, from } = op {
+                            let already =
+                                matches!(change.pools.get(pool), Some(PoolRecord::Rolling { .. }));
                             match admit(change, &rules, pool, from, now) {
+                                // Admitted before (a restart, a worker stopped
+                                // and started again): it keeps its slot.
+                                Ok(()) if already => admitted.push(pool.clone()),
                                 Ok(()) => {
                                     notes.push(FleetNote {
                                         event: EventKind::FleetPoolAdmitted,
@@ -566,6 +577,8 @@ impl FleetDriver {
                     };
                     let message = format!("fleet rollout {name}: journal: {why}");
                     t.error = Some(message.clone());
+                    // Tried again a little later, not in a tight loop.
+                    t.next_due = now.saturating_add(SignedDuration::from_secs(5)).ok();
                     // What was asked is asked again at the next step; pools
                     // that wanted to start wait for it.
                     for op in ops {

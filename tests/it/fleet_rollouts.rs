@@ -461,44 +461,39 @@ fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
         .into_iter()
         .filter(|e| e["fleet"]["name"] == "rings" && e["fleet"]["change"] != first)
         .collect();
-    let stage_events = |kind: &str, stage: &str| -> Vec<Timestamp> {
-        events
-            .iter()
-            .filter(|e| {
-                e["event"] == kind
-                    && e["message"]
-                        .as_str()
-                        .unwrap()
-                        .starts_with(&format!("stage {stage} "))
-            })
-            .map(ts)
-            .collect()
-    };
+    // The journal is the record: each stage once, in order, each passed
+    // after its full soak and not a soak restarted by a kill (an event can
+    // be lost in a kill between the journal's write and its emission, never
+    // emitted twice).
+    let journal: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("state/fleet/rings.json")).unwrap(),
+    )
+    .unwrap();
+    let records = journal["change"]["stages"].as_array().unwrap();
     let stages = ["canary", "early", "rest"];
-    let mut last_passed: Option<Timestamp> = None;
-    for stage in stages {
-        let started = stage_events("fleet_stage_started", stage);
-        let completed = stage_events("fleet_stage_completed", stage);
-        let passed = stage_events("fleet_stage_passed", stage);
-        assert_eq!(
-            (started.len(), completed.len(), passed.len()),
-            (1, 1, 1),
-            "stage {stage}: started, completed and passed once each: {events:#?}"
-        );
-        if let Some(before) = last_passed {
+    let names: Vec<&str> = records
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, stages, "each stage started once, in order");
+    let at = |r: &Value, k: &str| -> Timestamp { r[k].as_str().unwrap().parse().unwrap() };
+    for (i, r) in records.iter().enumerate() {
+        let stage = stages[i];
+        if i > 0 {
             assert!(
-                started[0] >= before,
+                at(r, "startedAt") >= at(&records[i - 1], "passedAt"),
                 "stage {stage} started before the one before passed"
             );
         }
+        let (completed, passed) = (at(r, "completedAt"), at(r, "passedAt"));
         if stage != "rest" {
-            let soaked = passed[0].duration_since(completed[0]);
+            let soaked = passed.duration_since(completed);
             // The full soak, and no more than the soak plus the downtime
             // that fell in it (and a second of slack): a kill mid-soak
             // resumed it where it was.
             let down: jiff::SignedDuration = downtime
                 .iter()
-                .filter(|(k, r)| *r > completed[0] && *k < passed[0])
+                .filter(|(k, r)| *r > completed && *k < passed)
                 .map(|(k, r)| r.duration_since(*k))
                 .sum();
             assert!(
@@ -510,7 +505,23 @@ fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
                 "stage {stage} soaked {soaked} with {down} of downtime in it: restarted?"
             );
         }
-        last_passed = Some(passed[0]);
+        for kind in [
+            "fleet_stage_started",
+            "fleet_stage_completed",
+            "fleet_stage_passed",
+        ] {
+            let n = events
+                .iter()
+                .filter(|e| {
+                    e["event"] == kind
+                        && e["message"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with(&format!("stage {stage} "))
+                })
+                .count();
+            assert!(n <= 1, "{kind} for stage {stage} {n} times: {events:#?}");
+        }
     }
     let started = events
         .iter()

@@ -47,7 +47,15 @@ pub(super) struct Fleet {
     refresh_every: Option<Duration>,
     next_refresh: Option<Timestamp>,
     pub status: FleetView,
+    /// The status changed since it was last published, and when that was:
+    /// it is published at most every `PUBLISH_EVERY` (a change of 10,000
+    /// pools steps often; a halt still shows within a second).
+    status_dirty: bool,
+    published: Option<std::time::Instant>,
 }
+
+/// How often, at most, the fleets' status is assembled while they move.
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 impl Fleet {
     pub fn new(
@@ -63,7 +71,17 @@ impl Fleet {
             refresh_every,
             next_refresh: None,
             status: Arc::default(),
+            status_dirty: false,
+            published: None,
         }
+    }
+
+    /// When the fleets' status should next be assembled, if it changed.
+    pub fn status_due(&self) -> Option<std::time::Instant> {
+        self.status_dirty.then(|| {
+            self.published
+                .map_or_else(std::time::Instant::now, |t| t + PUBLISH_EVERY)
+        })
     }
 
     /// The next instant something of the fleets is due.
@@ -189,17 +207,38 @@ impl Reconciler {
     pub(super) async fn fleet_step(&mut self) {
         let now = self.clock.now();
         let stepped = self.fleet.driver.step(now).await;
+        let halted = stepped
+            .notes
+            .iter()
+            .any(|(_, _, n)| n.event == EventKind::FleetHalted);
         self.fleet_act(stepped).await;
-        self.publish_fleets();
+        self.fleet.status_dirty = true;
+        // A halt is shown at once; anything else at the next publish.
+        if halted {
+            self.publish_fleets();
+        }
+    }
+
+    /// Assemble the fleets' status if it changed and the last assembly is
+    /// old enough.
+    pub(super) fn publish_fleets_if_due(&mut self) {
+        if self
+            .fleet
+            .status_due()
+            .is_some_and(|due| std::time::Instant::now() >= due)
+        {
+            self.publish_fleets();
+        }
     }
 
     async fn fleet_act(&mut self, s: Stepped) {
+        let at = s.at.unwrap_or_else(|| self.clock.now());
         for (fleet, change, note) in s.notes {
             if note.event == EventKind::FleetHalted {
                 tracing::error!(fleet = %fleet, change = %change, "{}", note.message);
             }
             self.events.emit(Event {
-                ts: self.clock.now(),
+                ts: at,
                 pool: note.pool.unwrap_or_default(),
                 event: note.event,
                 node: None,
@@ -311,7 +350,9 @@ impl Reconciler {
 
     /// The fleets as status shows them: the board's summary, the metrics,
     /// and the detail `/v1/fleet` serves.
-    fn publish_fleets(&self) {
+    fn publish_fleets(&mut self) {
+        self.fleet.status_dirty = false;
+        self.fleet.published = Some(std::time::Instant::now());
         let status = self.fleet.driver.status(self.clock.now());
         let summaries: Vec<FleetSummary> = status.iter().map(FleetSummary::of).collect();
         let metrics = &self.metrics;

@@ -482,11 +482,19 @@ impl Reconciler {
 
     /// When the views should next be assembled; `None` while nothing changed.
     pub fn publish_due(&self) -> Option<std::time::Instant> {
-        self.views.due(self.schedule.is_idle())
+        let fleets = self
+            .fleet
+            .status_due()
+            .map(|t| t.max(std::time::Instant::now()));
+        [self.views.due(self.schedule.is_idle()), fleets]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Assemble the views if something changed and the last assembly is old enough.
     pub fn publish(&mut self) {
+        self.publish_fleets_if_due();
         if let Some(in_force) = &self.in_force {
             self.views.publish(
                 self.schedule.is_idle(),

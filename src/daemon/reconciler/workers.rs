@@ -217,6 +217,14 @@ impl Reconciler {
         if had_worker {
             self.authority.worker(&done.pool, false);
         }
+        // A governed pool's roll that failed is a failed pool of its change.
+        if done.outcome.failed
+            && let Some(e) = done.outcome.errors.first()
+            && self.fleet.driver.governs(&done.pool).is_some()
+        {
+            self.fleet.driver.failed(&done.pool, e.clone(), now);
+            self.fleet_step().await;
+        }
         match done.outcome.errors.first() {
             Some(e) => {
                 tracing::error!(pool = %done.pool, "{e}");
