@@ -443,17 +443,11 @@ impl FleetDriver {
                                 wake.extend(
                                     rules.stages.iter().flat_map(|s| s.pools.iter().cloned()),
                                 );
-                                control(
-                                    change,
-                                    action,
-                                    by,
-                                    reason,
-                                    now,
-                                    &mut notes,
-                                    &mut wake,
-                                    &mut stop,
-                                    &mut resume,
-                                );
+                                let e = control(change, action, by, reason, now);
+                                notes.extend(e.notes);
+                                wake.extend(e.wake);
+                                stop.extend(e.stop);
+                                resume.extend(e.resume);
                             }
                             Op::Admit { .. } => {}
                         }
@@ -693,39 +687,33 @@ pub fn control_journaled(
     now: Timestamp,
 ) -> Option<Vec<String>> {
     let before = change.status.clone();
-    let (mut notes, mut wake, mut stop, mut resume) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    control(
-        change,
-        action,
-        by,
-        reason,
-        now,
-        &mut notes,
-        &mut wake,
-        &mut stop,
-        &mut resume,
-    );
-    (change.status != before).then_some(resume)
+    let e = control(change, action, by, reason, now);
+    (change.status != before).then_some(e.resume)
+}
+
+/// What an operator's hand on a change leads to.
+#[derive(Default)]
+struct Effects {
+    notes: Vec<FleetNote>,
+    wake: Vec<String>,
+    stop: Vec<String>,
+    /// Pools whose failed or rolled-back rollouts a resume resumes too.
+    resume: Vec<String>,
 }
 
 /// An operator's pause or resume, on the change as journaled.
-#[allow(clippy::too_many_arguments)]
 fn control(
     change: &mut crate::fleet::Change,
     action: &FleetControl,
     by: &str,
     reason: &str,
     now: Timestamp,
-    notes: &mut Vec<FleetNote>,
-    wake: &mut Vec<String>,
-    stop: &mut Vec<String>,
-    resume: &mut Vec<String>,
-) {
+) -> Effects {
+    let mut e = Effects::default();
     match action {
         FleetControl::Pause => {
             if !matches!(change.status, ChangeStatus::Running) {
-                return;
+                return e;
             }
             change.status = ChangeStatus::Paused {
                 by: by.to_string(),
@@ -733,15 +721,15 @@ fn control(
                 at: now,
             };
             change.log(now, "paused", format!("by {by}: {reason}"));
-            stop.extend(
+            e.stop.extend(
                 change
                     .pools
                     .iter()
                     .filter(|(_, r)| matches!(r, PoolRecord::Rolling { .. }))
                     .map(|(p, _)| p.clone()),
             );
-            wake.extend(change.pools.keys().cloned());
-            notes.push(FleetNote {
+            e.wake.extend(change.pools.keys().cloned());
+            e.notes.push(FleetNote {
                 event: EventKind::FleetPaused,
                 pool: None,
                 message: format!("paused by {by}: {reason}"),
@@ -752,7 +740,7 @@ fn control(
                 change.status,
                 ChangeStatus::Running | ChangeStatus::Completed { .. }
             ) {
-                return;
+                return e;
             }
             // The failures a human looked into no longer count; pools the
             // halt rolled back may roll forward again.
@@ -769,14 +757,15 @@ fn control(
             }
             change.status = ChangeStatus::Running;
             change.log(now, "resumed", format!("by {by}: {reason}"));
-            wake.extend(change.pools.keys().cloned());
-            wake.extend(cleared.iter().cloned());
-            resume.extend(cleared);
-            notes.push(FleetNote {
+            e.wake.extend(change.pools.keys().cloned());
+            e.wake.extend(cleared.iter().cloned());
+            e.resume.extend(cleared);
+            e.notes.push(FleetNote {
                 event: EventKind::FleetResumed,
                 pool: None,
                 message: format!("resumed by {by}: {reason}"),
             });
         }
     }
+    e
 }
