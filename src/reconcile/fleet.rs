@@ -77,6 +77,9 @@ struct Tracked {
     /// The change id this desired state would begin.
     id: String,
     state: Option<FleetState>,
+    /// The change as last written or read, shared with the plans made from
+    /// it (a change of 10,000 pools is not copied for every batch).
+    shared: Option<Arc<crate::fleet::Change>>,
     ops: Vec<Op>,
     /// Something it decides on changed since it last decided.
     dirty: bool,
@@ -131,6 +134,13 @@ pub struct StageStatus {
     pub cells: Vec<(String, String)>,
 }
 
+impl Tracked {
+    fn set(&mut self, state: Option<FleetState>) {
+        self.shared = state.as_ref().map(|s| Arc::new(s.change.clone()));
+        self.state = state;
+    }
+}
+
 impl FleetDriver {
     pub fn new(journal: FleetJournal) -> FleetDriver {
         FleetDriver {
@@ -183,6 +193,7 @@ impl FleetDriver {
                             targets,
                             id,
                             state: None,
+                            shared: None,
                             ops: Vec::new(),
                             dirty: true,
                             waiting: None,
@@ -204,6 +215,16 @@ impl FleetDriver {
         self.fleets
             .iter()
             .map(|(name, t)| {
+                if let Some(shared) = &t.shared {
+                    return (
+                        name.clone(),
+                        FleetView {
+                            rules: t.rules.clone(),
+                            change: shared.clone(),
+                            new: false,
+                        },
+                    );
+                }
                 let (change, new) = match &t.state {
                     Some(s) => (s.change.clone(), false),
                     None => {
@@ -363,7 +384,7 @@ impl FleetDriver {
             match self.journal.load(name).await {
                 Ok(state) => {
                     if state != t.state {
-                        t.state = state;
+                        t.set(state);
                         t.dirty = true;
                     }
                     t.error = None;
@@ -516,7 +537,7 @@ impl FleetDriver {
                 .await;
             match result {
                 Ok(state) => {
-                    t.state = state;
+                    t.set(state);
                     t.dirty = false;
                     t.error = None;
                     t.waiting = waiting;
@@ -543,7 +564,7 @@ impl FleetDriver {
                 // follows the change as the others journal it.
                 Err(FleetJournalError::Fenced(why)) => {
                     if let Ok(state) = self.journal.load(name).await {
-                        t.state = state;
+                        t.set(state);
                     }
                     t.dirty = false;
                     t.error = None;
