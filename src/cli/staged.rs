@@ -1,8 +1,9 @@
 //! `apply` with a FleetRollout: the change runs stage by stage, as the
-//! daemon runs it, in rounds. Each round observes and plans again, admits
-//! the governed pools whose rolls may start (journaled before they start),
-//! rolls them at once, and applies every other step; between rounds it
-//! waits for what the change waits for (a soak, a gate), reading the gates.
+//! daemon runs it. Each turn observes and plans again, admits the governed
+//! pools whose rolls may start (journaled before they start) and starts
+//! them, and starts every other pool's steps; it then waits for a pool's
+//! work to end, or for what the change waits for (a soak, a gate, read
+//! meanwhile).
 //! It ends when every change is complete, halts with the halt's reason, and
 //! stops at a safe point on Ctrl-C: the fleet journal keeps the change's
 //! place for the next `apply` or the daemon.
@@ -20,7 +21,10 @@ use crate::plan::{self, Plan, PlanOptions, Step};
 use crate::provider::Providers;
 use crate::reconcile::fleet::{FleetDriver, Stepped};
 use crate::reconcile::gates::GateReader;
-use crate::reconcile::{ApplyContext, ApplyOutcome, apply_plan, apply_pool, observe};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool, observe};
 use crate::store::{FleetJournal, Journal, StateDir};
 
 /// The longest wait between rounds (a soak of hours is waited in these).
@@ -36,9 +40,15 @@ pub(super) struct Staged<'a> {
 }
 
 impl Staged<'_> {
-    /// Run rounds until every change is complete (`Ok(OK)`), one halts or is
+    /// Run until every change is complete (`Ok(OK)`), one halts or is
     /// paused (`FAILED`), or the operator interrupts (`FAILED`).
     pub fn drive(&self, first: Plan) -> anyhow::Result<u8> {
+        self.rt.block_on(self.run(first))
+    }
+
+    /// Pipelined, as the daemon is: a pool's work starts as soon as it may,
+    /// and a slot a pool frees is taken at once, not at the end of a round.
+    async fn run(&self, first: Plan) -> anyhow::Result<u8> {
         let config = self.ctx.config;
         let mut driver = FleetDriver::new(FleetJournal::new(self.state.fleet_dir()));
         let revision = self.revision.clone();
@@ -51,89 +61,84 @@ impl Staged<'_> {
         let mut plan = first;
         let mut total = ApplyOutcome::default();
         let mut last_waiting = String::new();
+        // The work in flight: each pool's steps (a roll, or the other steps
+        // of a pool), with its own stop, so a halt stops the rolls of the
+        // change at their next safe point and nothing else.
+        let mut running = FuturesUnordered::new();
+        let mut busy: BTreeMap<String, Stop> = BTreeMap::new();
         loop {
-            if self.ctx.stop.is_requested() {
-                println!(
-                    "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
-                    total.steps_done
-                );
-                return Ok(exit::FAILED);
-            }
             let now = self.clock.now();
-            // What each governed pool's plan says, and which rolls ask to start.
-            let journals = self.rt.block_on(self.ctx.journal.all())?;
-            for p in &plan.pools {
-                if driver.governs(&p.pool).is_none() {
-                    continue;
-                }
-                let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
-                driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
-                if p.steps
-                    .iter()
-                    .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
-                    && let Some(from) = journal
-                        .filter(|j| !j.status.is_terminal())
-                        .and_then(|j| j.previous.clone())
-                        .or_else(|| self.observed_template(&p.pool))
-                {
-                    driver.request_admission(&p.pool, from);
+            if !self.ctx.stop.is_requested() {
+                // What each governed pool's plan says, and which rolls ask to start.
+                let journals = self.ctx.journal.all().await?;
+                for p in plan.pools.iter().filter(|p| !busy.contains_key(&p.pool)) {
+                    if driver.governs(&p.pool).is_none() {
+                        continue;
+                    }
+                    let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
+                    driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
+                    if p.steps
+                        .iter()
+                        .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
+                        && let Some(from) = journal
+                            .filter(|j| !j.status.is_terminal())
+                            .and_then(|j| j.previous.clone())
+                            .or(self.observed_template(&p.pool).await)
+                    {
+                        driver.request_admission(&p.pool, from);
+                    }
                 }
             }
-            let stepped = self.rt.block_on(driver.step(now));
+            let stepped = driver.step(now).await;
             self.report(&stepped);
             if let Some(e) = stepped.errors.first() {
                 anyhow::bail!("{e}; nothing more is started");
             }
+            for pool in &stepped.stop {
+                if let Some(stop) = busy.get(pool) {
+                    stop.request();
+                }
+            }
             let admitted: BTreeSet<&str> = stepped.admitted.iter().map(String::as_str).collect();
-            // This round's work: every pool's steps, a governed pool's roll
-            // only once admitted.
-            let (mut rolls, mut others) = (Vec::new(), Vec::new());
-            for p in plan.pools.iter().filter(|p| p.has_changes()) {
-                let governed_roll = driver.governs(&p.pool).is_some()
-                    && p.steps
-                        .iter()
-                        .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
-                if !governed_roll {
-                    others.push(p.clone());
-                } else if admitted.contains(p.pool.as_str()) {
-                    rolls.push(p.clone());
-                } else {
-                    let mut held = p.clone();
-                    held.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-                    if held.has_changes() {
-                        others.push(held);
+            // Start what may start: a governed pool's roll once admitted,
+            // every other step at once.
+            let mut started = false;
+            if !self.ctx.stop.is_requested() {
+                let ready: Vec<&plan::PoolPlan> = plan
+                    .pools
+                    .iter()
+                    .filter(|p| p.has_changes() && !busy.contains_key(&p.pool))
+                    .collect();
+                for p in ready {
+                    let governed_roll = driver.governs(&p.pool).is_some()
+                        && p.steps
+                            .iter()
+                            .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
+                    let mut work = p.clone();
+                    if governed_roll && !admitted.contains(p.pool.as_str()) {
+                        work.steps.retain(|s| !matches!(s, Step::Roll { .. }));
+                        if !work.has_changes() {
+                            continue;
+                        }
                     }
+                    let stop = Stop::new();
+                    busy.insert(p.pool.clone(), stop.clone());
+                    let base = *self.ctx;
+                    running.push(async move {
+                        let ctx = ApplyContext {
+                            stop: &stop,
+                            ..base
+                        };
+                        let out = apply_pool(&work, &ctx).await;
+                        (work.pool, out)
+                    });
+                    started = true;
                 }
             }
-            let worked = !rolls.is_empty() || !others.is_empty();
-            let round = self.rt.block_on(async {
-                let mut out = apply_plan(
-                    &Plan {
-                        pools: others,
-                        fleets: Vec::new(),
-                    },
-                    self.ctx,
-                )
-                .await;
-                // Admitted rolls at once: they took their slots together.
-                for o in
-                    futures_util::future::join_all(rolls.iter().map(|p| apply_pool(p, self.ctx)))
-                        .await
-                {
-                    out.steps_done += o.steps_done;
-                    out.errors.extend(o.errors);
-                }
-                out
-            });
-            total.steps_done += round.steps_done;
-            for e in &round.errors {
-                eprintln!("error: {e}");
-            }
-            total.errors.extend(round.errors);
             // Where the changes stand.
             let status = driver.status(self.clock.now());
             let mut halted = Vec::new();
-            let mut running = false;
+            let mut moving = false;
             for f in &status {
                 match f.change.as_ref().map(|c| &c.status) {
                     Some(ChangeStatus::Halted { reason, .. }) => {
@@ -143,34 +148,40 @@ impl Staged<'_> {
                         "fleet rollout {}: paused by {by}: {reason}",
                         f.name
                     )),
-                    Some(ChangeStatus::Running) | None => running = true,
+                    Some(ChangeStatus::Running) | None => moving = true,
                     Some(ChangeStatus::Completed { .. }) => {}
                 }
             }
-            if !halted.is_empty() && rolls.is_empty() {
-                for h in &halted {
-                    eprintln!("error: {h}");
+            if running.is_empty() {
+                if self.ctx.stop.is_requested() {
+                    println!(
+                        "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
+                        total.steps_done
+                    );
+                    return Ok(exit::FAILED);
                 }
-                println!(
-                    "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` (with the daemon) or a new desired state continues.",
-                    total.steps_done
-                );
-                return Ok(exit::FAILED);
-            }
-            if !running && !worked {
-                return Ok(if total.errors.is_empty() {
+                if !halted.is_empty() {
+                    for h in &halted {
+                        eprintln!("error: {h}");
+                    }
+                    println!(
+                        "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
+                        total.steps_done
+                    );
+                    return Ok(exit::FAILED);
+                }
+                if !moving && !started {
+                    if !total.errors.is_empty() {
+                        return Ok(exit::FAILED);
+                    }
                     println!(
                         "\nApply complete: {} step(s) done; every change across pools is complete.",
                         total.steps_done
                     );
-                    exit::OK
-                } else {
-                    exit::FAILED
-                });
+                    return Ok(exit::OK);
+                }
             }
-            if !worked && stepped.wake.is_empty() {
-                // Nothing could start, and no stage opened nor slot freed:
-                // wait for what the change waits for, reading the gates.
+            if !started && stepped.wake.is_empty() {
                 let waiting: Vec<String> = status
                     .iter()
                     .filter_map(|f| {
@@ -180,14 +191,55 @@ impl Staged<'_> {
                     })
                     .collect();
                 let line = waiting.join("; ");
-                if line != last_waiting {
+                if !line.is_empty() && line != last_waiting {
                     println!("waiting: {line}");
                     last_waiting = line;
                 }
-                self.wait(&mut driver, &gates);
+                // Until a pool's work ends, something falls due, or Ctrl-C;
+                // the gates due are read first.
+                for (fleet, gate) in driver.due_gates(self.clock.now()) {
+                    let outcome = gates.read(&gate).await;
+                    driver.reading(&fleet, &gate.name, outcome);
+                }
+                let due = driver
+                    .next_due()
+                    .map(|t| {
+                        Duration::try_from(t.duration_since(self.clock.now())).unwrap_or_default()
+                    })
+                    .unwrap_or(MAX_WAIT)
+                    .clamp(Duration::from_millis(100), MAX_WAIT);
+                let stop = self.ctx.stop.clone();
+                tokio::select! {
+                    Some((pool, out)) = running.next(), if !running.is_empty() => {
+                        busy.remove(&pool);
+                        self.finished(&mut total, out);
+                    }
+                    _ = tokio::time::sleep(due) => {}
+                    _ = stop.requested(), if !stop.is_requested() => {
+                        for s in busy.values() {
+                            s.request();
+                        }
+                    }
+                }
             }
-            plan = self.replan(&driver)?;
+            // Whatever else ended meanwhile.
+            while let Some(Some((pool, out))) =
+                futures_util::FutureExt::now_or_never(running.next())
+            {
+                busy.remove(&pool);
+                self.finished(&mut total, out);
+            }
+            plan = self.replan(&driver).await?;
         }
+    }
+
+    fn finished(&self, total: &mut ApplyOutcome, out: ApplyOutcome) {
+        total.steps_done += out.steps_done;
+        for e in &out.errors {
+            eprintln!("error: {e}");
+        }
+        total.failed |= out.failed;
+        total.errors.extend(out.errors);
     }
 
     /// Print what the changes decided, and keep it with the events.
@@ -214,29 +266,8 @@ impl Staged<'_> {
         }
     }
 
-    /// Sleep until the next thing due (at most `MAX_WAIT`), reading the gates due.
-    fn wait(&self, driver: &mut FleetDriver, gates: &GateReader) {
-        let now = self.clock.now();
-        for (fleet, gate) in driver.due_gates(now) {
-            let outcome = self.rt.block_on(gates.read(&gate));
-            driver.reading(&fleet, &gate.name, outcome);
-        }
-        let due = driver
-            .next_due()
-            .map(|t| Duration::try_from(t.duration_since(now)).unwrap_or_default())
-            .unwrap_or(MAX_WAIT)
-            .clamp(Duration::from_millis(200), MAX_WAIT);
-        let stop = self.ctx.stop.clone();
-        self.rt.block_on(async {
-            tokio::select! {
-                _ = tokio::time::sleep(due) => {}
-                _ = stop.requested() => {}
-            }
-        });
-    }
-
     /// Observe again and plan with the changes as they now stand.
-    fn replan(&self, driver: &FleetDriver) -> anyhow::Result<Plan> {
+    async fn replan(&self, driver: &FleetDriver) -> anyhow::Result<Plan> {
         let config = self.ctx.config;
         let inventory = self
             .ctx
@@ -245,12 +276,8 @@ impl Staged<'_> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let providers: &Providers = self.ctx.providers;
-        let mut observed =
-            self.rt
-                .block_on(observe(config, &inventory, providers, self.clock.as_ref()));
-        observed.rollouts = self
-            .rt
-            .block_on(Journal::new(self.state.journal_dir()).all())?;
+        let mut observed = observe(config, &inventory, providers, self.clock.as_ref()).await;
+        observed.rollouts = Journal::new(self.state.journal_dir()).all().await?;
         observed.fleets = driver.views(self.clock.now());
         Ok(plan::plan(
             config,
@@ -264,7 +291,7 @@ impl Staged<'_> {
     }
 
     /// The template a pool runs now, as its provider reports it.
-    fn observed_template(&self, pool: &str) -> Option<crate::model::NodeTemplate> {
+    async fn observed_template(&self, pool: &str) -> Option<crate::model::NodeTemplate> {
         let provider = self
             .ctx
             .config
@@ -277,8 +304,8 @@ impl Staged<'_> {
             .clone();
         let p = self.ctx.providers.get(&provider)?.clone();
         let names = [pool.to_string()];
-        self.rt
-            .block_on(p.describe_pools(&names))
+        p.describe_pools(&names)
+            .await
             .ok()?
             .into_iter()
             .next()

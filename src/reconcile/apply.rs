@@ -69,6 +69,7 @@ impl ApplyOutcome {
     }
 }
 
+#[derive(Clone, Copy)]
 pub struct ApplyContext<'a> {
     pub config: &'a Config,
     pub journal: &'a Journal,
