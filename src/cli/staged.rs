@@ -26,9 +26,34 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool, observe};
 use crate::store::{FleetJournal, Journal, StateDir};
+use std::future::Future;
 
 /// The longest wait between rounds (a soak of hours is waited in these).
 const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// The pools' work in flight, driven by every wait of the loop: the loop
+/// and the pools share one task, and a pool's roll must not stall while the
+/// loop observes or plans (12 pools rolled 2.5x slower when only the loop's
+/// idle wait drove them).
+struct InFlight<F> {
+    running: FuturesUnordered<F>,
+    ended: Vec<(String, ApplyOutcome)>,
+}
+
+impl<F: Future<Output = (String, ApplyOutcome)>> InFlight<F> {
+    /// `fut` to its end, the pools' work moving meanwhile.
+    async fn meanwhile<T>(&mut self, fut: impl Future<Output = T>) -> T {
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                Some(done) = self.running.next(), if !self.running.is_empty() => {
+                    self.ended.push(done);
+                }
+            }
+        }
+    }
+}
 
 pub(super) struct Staged<'a> {
     pub rt: &'a tokio::runtime::Runtime,
@@ -64,13 +89,16 @@ impl Staged<'_> {
         // The work in flight: each pool's steps (a roll, or the other steps
         // of a pool), with its own stop, so a halt stops the rolls of the
         // change at their next safe point and nothing else.
-        let mut running = FuturesUnordered::new();
+        let mut work = InFlight {
+            running: FuturesUnordered::new(),
+            ended: Vec::new(),
+        };
         let mut busy: BTreeMap<String, Stop> = BTreeMap::new();
         loop {
             let now = self.clock.now();
             if !self.ctx.stop.is_requested() {
                 // What each governed pool's plan says, and which rolls ask to start.
-                let journals = self.ctx.journal.all().await?;
+                let journals = work.meanwhile(self.ctx.journal.all()).await?;
                 for p in plan.pools.iter().filter(|p| !busy.contains_key(&p.pool)) {
                     if driver.governs(&p.pool).is_none() {
                         continue;
@@ -83,13 +111,13 @@ impl Staged<'_> {
                         && let Some(from) = journal
                             .filter(|j| !j.status.is_terminal())
                             .and_then(|j| j.previous.clone())
-                            .or(self.observed_template(&p.pool).await)
+                            .or(work.meanwhile(self.observed_template(&p.pool)).await)
                     {
                         driver.request_admission(&p.pool, from);
                     }
                 }
             }
-            let stepped = driver.step(now).await;
+            let stepped = work.meanwhile(driver.step(now)).await;
             self.report(&stepped);
             if let Some(e) = stepped.errors.first() {
                 anyhow::bail!("{e}; nothing more is started");
@@ -114,23 +142,23 @@ impl Staged<'_> {
                         && p.steps
                             .iter()
                             .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
-                    let mut work = p.clone();
+                    let mut steps = p.clone();
                     if governed_roll && !admitted.contains(p.pool.as_str()) {
-                        work.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-                        if !work.has_changes() {
+                        steps.steps.retain(|s| !matches!(s, Step::Roll { .. }));
+                        if !steps.has_changes() {
                             continue;
                         }
                     }
                     let stop = Stop::new();
                     busy.insert(p.pool.clone(), stop.clone());
                     let base = *self.ctx;
-                    running.push(async move {
+                    work.running.push(async move {
                         let ctx = ApplyContext {
                             stop: &stop,
                             ..base
                         };
-                        let out = apply_pool(&work, &ctx).await;
-                        (work.pool, out)
+                        let out = apply_pool(&steps, &ctx).await;
+                        (steps.pool, out)
                     });
                     started = true;
                 }
@@ -152,7 +180,7 @@ impl Staged<'_> {
                     Some(ChangeStatus::Completed { .. }) => {}
                 }
             }
-            if running.is_empty() {
+            if work.running.is_empty() && work.ended.is_empty() {
                 if self.ctx.stop.is_requested() {
                     println!(
                         "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
@@ -181,7 +209,7 @@ impl Staged<'_> {
                     return Ok(exit::OK);
                 }
             }
-            if !started && stepped.wake.is_empty() {
+            if !started && stepped.wake.is_empty() && work.ended.is_empty() {
                 let waiting: Vec<String> = status
                     .iter()
                     .filter_map(|f| {
@@ -198,7 +226,7 @@ impl Staged<'_> {
                 // Until a pool's work ends, something falls due, or Ctrl-C;
                 // the gates due are read first.
                 for (fleet, gate) in driver.due_gates(self.clock.now()) {
-                    let outcome = gates.read(&gate).await;
+                    let outcome = work.meanwhile(gates.read(&gate)).await;
                     driver.reading(&fleet, &gate.name, outcome);
                 }
                 let due = driver
@@ -210,9 +238,8 @@ impl Staged<'_> {
                     .clamp(Duration::from_millis(100), MAX_WAIT);
                 let stop = self.ctx.stop.clone();
                 tokio::select! {
-                    Some((pool, out)) = running.next(), if !running.is_empty() => {
-                        busy.remove(&pool);
-                        self.finished(&mut total, out);
+                    Some(done) = work.running.next(), if !work.running.is_empty() => {
+                        work.ended.push(done);
                     }
                     _ = tokio::time::sleep(due) => {}
                     _ = stop.requested(), if !stop.is_requested() => {
@@ -222,14 +249,12 @@ impl Staged<'_> {
                     }
                 }
             }
-            // Whatever else ended meanwhile.
-            while let Some(Some((pool, out))) =
-                futures_util::FutureExt::now_or_never(running.next())
-            {
+            // Whatever ended meanwhile.
+            for (pool, out) in work.ended.drain(..) {
                 busy.remove(&pool);
                 self.finished(&mut total, out);
             }
-            plan = self.replan(&driver).await?;
+            plan = work.meanwhile(self.replan(&driver)).await?;
         }
     }
 

@@ -12,8 +12,9 @@ use std::fmt::Write as _;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use super::{Request, Snapshot, human, rolled_pools, run_one};
+use super::{Request, Rolled, Snapshot, human, rolled_pools, run_one};
 use crate::fleet::forecast::{PoolRuns, schedule};
+use crate::model::{NodeState, ObservedPool};
 use crate::plan::{self, PlanOptions};
 use crate::reconcile::forecast::{Forecast, Spread};
 use crate::spec::Config;
@@ -118,23 +119,40 @@ pub(super) fn forecast_changes(
                 .collect::<Vec<_>>()
         };
         let mut runs = layout(&forecasts);
-        // Second pass: a pool with a maintenance window, from its stage's
-        // expected start.
+        // Second pass, for a pool whose stage starts later: from its stage's
+        // expected start when it has a maintenance window (the window it
+        // meets is the one it will meet), and with its booting nodes booted
+        // and its leaving nodes gone when it is still settling (a pool just
+        // created rolls its booting nodes at once, being unavailable anyway;
+        // by its stage it is a pool of healthy nodes, rolled within its
+        // budget: twice as long, in the case measured).
         let median = median_run(&runs);
         let mut again = false;
         for r in &mine {
             let windowed = r.settings.disruption.policy() != DisruptionPolicy::Allow;
+            let settling = r
+                .observed
+                .nodes
+                .iter()
+                .any(|n| matches!(n.state, NodeState::Pending | NodeState::Terminating));
             let Some(stage) = rules.stage_of(&r.pool) else {
                 continue;
             };
             let Some(Some((start, _))) = runs.get(median).map(|run| run.stages[stage]) else {
                 continue;
             };
-            if windowed && start > 1.0 {
-                forecasts.insert(
-                    r.pool.clone(),
-                    run_one(r, &r.settings, req, at(now, start))?,
-                );
+            if (windowed || settling) && start > 1.0 {
+                let begins = at(now, start);
+                let forecast = if settling {
+                    let settled = Rolled {
+                        observed: settled(&r.observed, begins),
+                        ..(*r).clone()
+                    };
+                    run_one(&settled, &r.settings, req, begins)?
+                } else {
+                    run_one(r, &r.settings, req, begins)?
+                };
+                forecasts.insert(r.pool.clone(), forecast);
                 again = true;
             }
         }
@@ -186,6 +204,20 @@ pub(super) fn forecast_changes(
         out.push(f);
     }
     Ok((out, text))
+}
+
+/// The pool as it will be once settled: its booting nodes healthy (since
+/// `at`), its leaving nodes gone; a failing node stays failing.
+fn settled(pool: &ObservedPool, at: Timestamp) -> ObservedPool {
+    let mut pool = pool.clone();
+    pool.nodes.retain(|n| n.state != NodeState::Terminating);
+    for n in &mut pool.nodes {
+        if n.state == NodeState::Pending {
+            n.state = NodeState::Healthy;
+            n.healthy_since = Some(at);
+        }
+    }
+    pool
 }
 
 /// The run whose duration is the median's.

@@ -134,6 +134,7 @@ fn with_budget(
 }
 
 /// A rolled pool, ready to forecast.
+#[derive(Clone)]
 struct Rolled {
     pool: String,
     observed: crate::model::ObservedPool,
