@@ -7,7 +7,8 @@
 # the embedded simulator, real `poolwright` processes, and a real AWS API
 # (moto, installed here from PyPI; the tests start and reset it themselves), and
 # a real Kubernetes control plane (kine + kube-apiserver + kwok, built here),
-# and a real Prometheus (Debian's package) for FleetRollout gates.
+# a real Prometheus (Debian's package) for FleetRollout gates, and git's own
+# servers (git daemon, git http-backend under lighttpd, sshd) for `run --git-url`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,21 @@ if ! command -v prometheus >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null \
     || { echo "scripts/test.sh: prometheus is required (the fleet gate tests) and could not be installed" >&2; exit 1; }
 fi
+
+# git's own servers for `run --git-url` (tests/support/git_servers.rs): `git daemon`
+# and `git http-backend` come with git; lighttpd (with its TLS module) hosts the
+# backend for https with a token, and OpenSSH's sshd serves ssh:// with a deploy key.
+if ! [ -x /usr/sbin/lighttpd ] || ! [ -e /usr/lib/lighttpd/mod_openssl.so ] || ! [ -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
+  echo "== installing lighttpd, lighttpd-mod-openssl and openssh-server (apt)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lighttpd lighttpd-mod-openssl openssh-server openssh-client; } >/dev/null \
+    || { echo "scripts/test.sh: lighttpd, lighttpd-mod-openssl and openssh-server are required (the config repo tests) and could not be installed" >&2; exit 1; }
+fi
+# Debian starts the services it installs where it can; the tests start their own.
+for unit in lighttpd ssh; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    systemctl stop "$unit" 2>/dev/null || true
+  fi
+done
 
 # moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).
 MOTO_VERSION=5.2.1

@@ -9,7 +9,7 @@ pub mod daemon;
 pub mod desired_dir;
 pub mod files;
 pub mod fleet;
-pub mod gitrev;
+pub mod git;
 pub mod ha;
 pub mod kube;
 pub mod model;

@@ -10,6 +10,7 @@ use support::daemon;
 use support::fault_proxy;
 use support::moto;
 use support::plugin;
+use support::tls::{openssl, test_ca, test_leaf};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -682,124 +683,6 @@ fn the_daemon_rolls_on_a_commit_and_reports_a_plugin_that_is_down() {
 }
 
 // ------------------------------------------------- https, mutual TLS, token, headers
-
-/// Run `openssl` in `dir`; a failure fails the test with openssl's own words.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run openssl (it makes the test certificates): {e}"));
-    assert!(
-        out.status.success(),
-        "openssl {} failed ({}):\n{}{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `NAME.key`: a P-256 key (PKCS#8 PEM; named curve, as rustls requires).
-fn test_key(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-pkeyopt",
-            "ec_param_enc:named_curve",
-            "-out",
-            &format!("{name}.key"),
-        ],
-    );
-}
-
-/// `NAME.key` and `NAME.pem`: a self-signed CA.
-fn test_ca(dir: &Path, name: &str, cn: &str) {
-    test_key(dir, name);
-    std::fs::write(
-        dir.join(format!("{name}.cnf")),
-        format!(
-            "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ext\n[dn]\nCN = {cn}\n\
-             [ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n"
-        ),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-new",
-            "-config",
-            &format!("{name}.cnf"),
-            "-key",
-            &format!("{name}.key"),
-            "-sha256",
-            "-days",
-            "2",
-            "-out",
-            &format!("{name}.pem"),
-        ],
-    );
-}
-
-/// `NAME.key` and `NAME.pem`: a certificate for `cn` signed by the CA `ca`,
-/// with the extensions `ext` (extfile lines) besides the usual ones.
-fn test_leaf(dir: &Path, name: &str, cn: &str, ca: &str, ext: &str) {
-    test_key(dir, name);
-    std::fs::write(
-        dir.join(format!("{name}.cnf")),
-        format!("[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = {cn}\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join(format!("{name}.ext")),
-        format!(
-            "basicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\n\
-             subjectKeyIdentifier = hash\nauthorityKeyIdentifier = keyid\n{ext}"
-        ),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-config",
-            &format!("{name}.cnf"),
-            "-key",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-sha256",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.pem"),
-        ],
-    );
-}
 
 /// A private CA with a server certificate for 127.0.0.1 (rustls checks the
 /// subjectAltName, never the CN) and a client certificate CN=poolwright, and

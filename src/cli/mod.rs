@@ -11,6 +11,7 @@ use crate::store::DEFAULT_STATE_DIR;
 
 mod fleet_cmd;
 mod forecast_cmd;
+mod git_args;
 mod plugin_cmd;
 mod rollout_cmd;
 mod saved;
@@ -74,9 +75,13 @@ pub enum Command {
         dir: PathBuf,
         #[command(flatten)]
         common: Common,
-        /// Output format
-        #[arg(long, short, value_enum, default_value_t = Output::Text)]
-        output: Output,
+        /// Output format (markdown: for a pull-request comment)
+        #[arg(long, short, value_enum, default_value_t = PlanOutput::Text)]
+        output: PlanOutput,
+        /// Plan DIR as committed at this branch, tag or commit of its git
+        /// repository (a branch before it merges), not the files on disk
+        #[arg(long, value_name = "REF", conflicts_with = "out")]
+        git_ref: Option<String>,
         /// Exit 2 when there are changes, 0 when there are none
         #[arg(long)]
         detailed_exitcode: bool,
@@ -197,6 +202,8 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
         log_format: LogFormat,
         #[command(flatten)]
+        git: git_args::GitArgs,
+        #[command(flatten)]
         ha: HaArgs,
         #[command(flatten)]
         control: ControlArgs,
@@ -295,6 +302,16 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// `plan`'s output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlanOutput {
+    Text,
+    Json,
+    /// For a pull-request comment: a summary table, the pools to look at,
+    /// and the text in a fenced block.
+    Markdown,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     Text,
@@ -338,6 +355,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             dir,
             common,
             output,
+            git_ref,
             detailed_exitcode,
             out,
             forecast,
@@ -345,6 +363,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             &dir,
             &common,
             output,
+            git_ref.as_deref(),
             detailed_exitcode,
             out.as_deref(),
             forecast,
@@ -383,6 +402,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             reason,
         } => workflow::apply(&target, &common, auto_approve, events.as_deref(), reason),
         Command::Run {
+            git,
             ha,
             control,
             dir,
@@ -403,6 +423,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             prune: common.prune,
             dry_run,
             git_committed_only,
+            git: git.options(),
             resync,
             parallelism: parallelism as usize,
             listen,

@@ -35,7 +35,7 @@ pub(super) fn load(dir: &Path) -> Option<Config> {
 pub(super) fn source_of(dir: &Path) -> Source {
     Source {
         dir: dir.display().to_string(),
-        revision: crate::gitrev::revision(dir),
+        revision: crate::git::rev::revision(dir),
     }
 }
 
@@ -105,15 +105,50 @@ pub(super) struct Planned {
     pub plan: Plan,
 }
 
+/// The desired state of `dir` as committed at `git_ref` (`plan --git-ref`),
+/// and where it came from; diagnostics printed, `None` when invalid.
+pub(super) fn load_ref(dir: &Path, git_ref: &str) -> anyhow::Result<Option<(Config, Source)>> {
+    let (files, revision) = crate::git::tree::read_ref(dir, git_ref, &Limits::default())?;
+    let report = crate::spec::validate::load_sources(&files, &Limits::default());
+    for d in &report.diagnostics {
+        eprintln!("{d}");
+    }
+    let source = Source {
+        dir: dir.display().to_string(),
+        revision: Some(revision),
+    };
+    match report.config {
+        Some(config) => Ok(Some((config, source))),
+        None => {
+            eprintln!(
+                "{} at {} is invalid: {} error(s)",
+                dir.display(),
+                git_ref,
+                report.errors().count()
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Load (printing diagnostics; `None` when invalid), observe and plan, as
 /// `plan` and `forecast` both start.
 pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Option<Planned>> {
     let Some(config) = load(dir) else {
         return Ok(None);
     };
+    plan_loaded(config, &source_of(dir), common)
+}
+
+/// Observe and plan a loaded desired state.
+pub(super) fn plan_loaded(
+    config: Config,
+    source: &Source,
+    common: &Common,
+) -> anyhow::Result<Option<Planned>> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let state = StateDir::new(&common.state_dir);
-    let revision = source_of(dir).revision.map(|r| r.short());
+    let revision = source.revision.as_ref().map(|r| r.short());
     let snap = runtime()?.block_on(snapshot(config, &state, clock.clone(), revision))?;
     let plan = plan::plan(
         &snap.config,

@@ -64,6 +64,56 @@ fn render_shards(s: &crate::ha::ShardsStatus, me: &str) -> String {
     out
 }
 
+/// The config repo: what is in force, the last fetch, what was refused.
+fn render_git(g: &crate::daemon::board::GitStatus) -> String {
+    let short = |r: &crate::plan::render::Revision| format!("{} {:?}", r.short(), r.subject);
+    let mut out = format!(
+        "config repo {} branch {}{}: ",
+        g.url,
+        g.branch,
+        if g.path.is_empty() {
+            String::new()
+        } else {
+            format!(" path {}", g.path)
+        }
+    );
+    match &g.in_force {
+        Some(r) => out.push_str(&format!("{} in force\n", short(r))),
+        None => out.push_str("nothing in force yet (no commit fetched)\n"),
+    }
+    match (&g.error, g.last_fetch_at) {
+        (Some(e), last) => out.push_str(&format!(
+            "  FETCH FAILING ({} in a row): {e}\n  last good fetch: {}; next try {}\n",
+            g.failures,
+            last.map(|t| t.to_string())
+                .unwrap_or_else(|| "never".into()),
+            g.next_fetch_at
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "soon".into()),
+        )),
+        (None, Some(at)) => out.push_str(&format!(
+            "  fetched at {at}{}{}\n",
+            g.fetched
+                .as_ref()
+                .filter(|f| g.in_force.as_ref().is_none_or(|i| i.commit != f.commit))
+                .map(|f| format!(": tip {}", short(f)))
+                .unwrap_or_default(),
+            g.next_fetch_at
+                .map(|t| format!("; next fetch {t}"))
+                .unwrap_or_default()
+        )),
+        (None, None) => out.push_str("  first fetch under way\n"),
+    }
+    if let Some(r) = &g.refused {
+        out.push_str(&format!(
+            "  REFUSED {}: {}\n",
+            &r.commit[..r.commit.len().min(7)],
+            r.reason
+        ));
+    }
+    out
+}
+
 /// The status as an operator reads it: a header, then one row per pool.
 pub fn render(doc: &StatusDoc) -> String {
     let mut out = String::new();
@@ -105,6 +155,9 @@ pub fn render(doc: &StatusDoc) -> String {
         for e in &c.errors {
             out.push_str(&format!("  {e}\n"));
         }
+    }
+    if let Some(g) = &doc.git {
+        out.push_str(&render_git(g));
     }
     let r = &doc.reconcile;
     out.push_str(&format!(

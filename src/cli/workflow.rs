@@ -5,10 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::saved::SavedPlan;
-use super::snapshot::{Planned, load, load_and_plan, options, runtime, snapshot, source_of};
-use super::{Common, Output, exit};
+use super::snapshot::{
+    Planned, load, load_ref, options, plan_loaded, runtime, snapshot, source_of,
+};
+use super::{Common, PlanOutput, exit};
 use crate::clock::{Clock, SystemClock};
 use crate::model::EventKind;
+use crate::plan::markdown::render_markdown;
 use crate::plan::render::{Style, render_json, render_text};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan};
@@ -61,29 +64,53 @@ fn record_overrides(
 pub(super) fn plan(
     dir: &Path,
     common: &Common,
-    output: Output,
+    output: PlanOutput,
+    git_ref: Option<&str>,
     detailed_exitcode: bool,
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
+    let (loaded, source) = match git_ref {
+        None => (load(dir).map(|c| (c, source_of(dir))), source_of(dir)),
+        Some(r) => {
+            let loaded = load_ref(dir, r)?;
+            let source = loaded.as_ref().map(|(_, s)| s.clone()).unwrap_or_default();
+            (loaded, source)
+        }
+    };
+    let Some((config, _)) = loaded else {
+        return Ok(exit::FAILED);
+    };
     let Some(Planned {
         clock,
         state,
         snap,
         plan,
-    }) = load_and_plan(dir, common)?
+    }) = plan_loaded(config, &source, common)?
     else {
         return Ok(exit::FAILED);
     };
-    let source = source_of(dir);
     match output {
-        Output::Text => print!("{}", render_text(&plan, &source, style(common))),
-        Output::Json => println!(
+        PlanOutput::Text => print!("{}", render_text(&plan, &source, style(common))),
+        PlanOutput::Json => println!(
             "{}",
             serde_json::to_string_pretty(&render_json(&plan, &source))?
         ),
+        PlanOutput::Markdown => print!(
+            "{}",
+            render_markdown(
+                &plan,
+                &source,
+                &format!(
+                    "the live pools at {}",
+                    clock.now().round(jiff::Unit::Second)?
+                )
+            )
+        ),
     }
-    if forecast && output == Output::Text {
+    // Only the text is followed by more text: JSON and Markdown stay whole.
+    let text = output == PlanOutput::Text;
+    if forecast && text {
         print!(
             "{}",
             super::forecast_cmd::after_plan(&snap, &plan, &state, clock.now())?
@@ -91,7 +118,7 @@ pub(super) fn plan(
     }
     if let Some(path) = out {
         SavedPlan::new(dir, common, &snap, &plan, source, clock.now())?.save(path)?;
-        if output == Output::Text {
+        if text {
             println!(
                 "\nSaved the plan to {}. Apply exactly it with: poolwright apply {}",
                 path.display(),

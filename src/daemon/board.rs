@@ -225,6 +225,47 @@ pub struct StatusDoc {
     /// Each FleetRollout's change, in short (`/v1/fleet` has the detail).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fleets: Vec<FleetSummary>,
+    /// The config repo (`run --git-url`): the commit in force, the last
+    /// fetch, and what was refused and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitStatus>,
+}
+
+/// The config repo a daemon fetches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitStatus {
+    /// Without any user name.
+    pub url: String,
+    pub branch: String,
+    pub path: String,
+    /// The commit applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<Revision>,
+    /// The branch tip at the last successful fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<Revision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fetch_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fetch_at: Option<Timestamp>,
+    /// Fetches failed in a row.
+    #[serde(default)]
+    pub failures: u32,
+    /// Why the last fetch failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The tip not applied, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedCommit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedCommit {
+    pub commit: String,
+    pub reason: String,
+    pub at: Timestamp,
 }
 
 /// A FleetRollout's change in one line of status: where it is, what it
@@ -336,6 +377,7 @@ impl StatusDoc {
             pools: Vec::new(),
             overrides: self.overrides.clone(),
             fleets: self.fleets.clone(),
+            git: self.git.clone(),
         }
     }
 
@@ -393,6 +435,7 @@ impl Board {
                 pools: Vec::new(),
                 overrides: Vec::new(),
                 fleets: Vec::new(),
+                git: None,
             }),
             version: AtomicU64::new(0),
         }

@@ -5,7 +5,8 @@
 //! [`super::web`]). State changes:
 //! `POST /v1/pools/{pool}/pause|resume` with a JSON body `{"reason": "..."}`,
 //! served on the control socket, and on TCP only with the bearer token (see
-//! [`super::access`] for who may ask what).
+//! [`super::access`] for who may ask what). `POST /v1/hooks/git`: a forge's
+//! push webhook (see [`super::hooks`]).
 
 use std::time::Duration;
 
@@ -44,6 +45,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/fleet/{fleet}", get(fleet))
         .route("/v1/fleet/{fleet}/pause", post(fleet_pause))
         .route("/v1/fleet/{fleet}/resume", post(fleet_resume))
+        .route(super::hooks::PATH, post(super::hooks::git_hook))
         .with_state(state)
         // No answer is ever to be sniffed into another type (JSON shown as HTML).
         .layer(axum::middleware::map_response(
@@ -60,6 +62,11 @@ pub fn router(state: HttpState) -> Router {
             move |req: Request, next: Next| {
                 let rules = rules.clone();
                 async move {
+                    // A webhook is authenticated by its signature, and comes
+                    // through whatever name the forge was given.
+                    if req.uri().path() == super::hooks::PATH {
+                        return next.run(req).await;
+                    }
                     match rules.check_host(req.headers()) {
                         Ok(()) => next.run(req).await,
                         Err(denied) => refuse(denied),

@@ -71,6 +71,17 @@ pub struct EventLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    pub forge: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FleetLabels {
     pub fleet: String,
 }
@@ -114,6 +125,11 @@ pub struct Metrics {
     pub fleet_change_stage: Family<FleetLabels, Gauge>,
     pub fleet_pools: Family<FleetPoolsLabels, Gauge>,
     pub fleet_halted: Family<FleetLabels, Gauge>,
+    pub git_fetches: Counter,
+    pub git_fetch_failures: Counter,
+    pub git_last_fetch: Gauge,
+    pub git_commits_refused: Family<RefusedLabels, Counter>,
+    pub git_webhooks: Family<WebhookLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -145,6 +161,11 @@ impl Metrics {
             fleet_change_stage: Family::default(),
             fleet_pools: Family::default(),
             fleet_halted: Family::default(),
+            git_fetches: Counter::default(),
+            git_fetch_failures: Counter::default(),
+            git_last_fetch: Gauge::default(),
+            git_commits_refused: Family::default(),
+            git_webhooks: Family::default(),
             provider_calls: Family::default(),
             provider_errors: Family::default(),
             provider_seconds: Family::new_with_constructor(call_histogram),
@@ -206,6 +227,31 @@ impl Metrics {
             "fleet_halted",
             "1 while a FleetRollout's change is halted",
             m.fleet_halted.clone(),
+        );
+        registry.register(
+            "git_fetches",
+            "Fetches of the config repo (--git-url) that reached the remote and returned its tip",
+            m.git_fetches.clone(),
+        );
+        registry.register(
+            "git_fetch_failures",
+            "Fetches of the config repo that failed (the commit in force stayed)",
+            m.git_fetch_failures.clone(),
+        );
+        registry.register(
+            "git_last_fetch_timestamp_seconds",
+            "When the config repo was last fetched successfully (Unix time)",
+            m.git_last_fetch.clone(),
+        );
+        registry.register(
+            "git_commits_refused",
+            "Fetched branch tips that were not applied, by reason",
+            m.git_commits_refused.clone(),
+        );
+        registry.register(
+            "git_webhooks",
+            "Push webhooks received, by forge and result",
+            m.git_webhooks.clone(),
         );
         registry.register("nodes", "Nodes by pool and state", m.nodes.clone());
         registry.register(

@@ -1,5 +1,6 @@
 //! `poolwright run DIR`: the long-running service. Watches the desired state
-//! (files, or commits with `--git-committed-only`), reconciles on every change
+//! (files, commits with `--git-committed-only`, or a remote config repo it
+//! fetches with `--git-url`), reconciles on every change
 //! and on a periodic resync, serves status and metrics, and talks to systemd.
 //!
 //! Shutdown (SIGTERM/SIGINT) stops starting new steps, lets in-flight steps
@@ -11,8 +12,10 @@ pub mod board;
 pub mod client;
 pub mod decision;
 pub mod feed;
+pub mod fetcher;
 mod ha_wiring;
 
+pub mod hooks;
 pub mod http;
 pub mod listen;
 pub mod metrics;
@@ -45,6 +48,8 @@ pub struct Options {
     pub prune: bool,
     pub dry_run: bool,
     pub git_committed_only: bool,
+    /// `--git-url`: fetch the desired state from a remote config repo.
+    pub git: Option<GitOptions>,
     pub resync: Duration,
     pub parallelism: usize,
     pub listen: SocketAddr,
@@ -56,6 +61,15 @@ pub struct Options {
     pub ha: Option<crate::ha::HaOptions>,
     pub control: ControlOptions,
     pub events_rotation: crate::files::Rotation,
+}
+
+/// The remote config repo: what to fetch, how often, what may be applied,
+/// and the webhook secret.
+#[derive(Clone, Debug)]
+pub struct GitOptions {
+    pub remote: crate::git::mirror::RemoteOptions,
+    pub fetch: fetcher::FetchSettings,
+    pub webhook_secret_file: Option<PathBuf>,
 }
 
 /// Who may change state, and what the listeners may cost.
@@ -98,9 +112,24 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
     let state = StateDir::new(&opts.state_dir);
     let _lock = StateLock::acquire(
         &state.root,
-        &format!("poolwright run {}", opts.dir.display()),
+        &match &opts.git {
+            Some(git) => format!(
+                "poolwright run --git-url {}",
+                crate::git::mirror::shown_url(&git.remote.url)
+            ),
+            None => format!("poolwright run {}", opts.dir.display()),
+        },
     )?;
-    let source = ConfigSource::new(opts.dir.clone(), opts.git_committed_only)?;
+    let source = match &opts.git {
+        Some(git) => {
+            if let Some(secret) = &git.webhook_secret_file {
+                hooks::read_webhook_secret(secret)?;
+            }
+            let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?;
+            ConfigSource::Remote(std::sync::Arc::new(source::RemoteSource::new(mirror)))
+        }
+        None => ConfigSource::new(opts.dir.clone(), opts.git_committed_only)?,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -33,6 +33,8 @@ pub struct HttpState {
     /// A request's body must arrive within this (`--header-timeout`): a
     /// client announcing a body and sending nothing holds no connection slot.
     pub body_timeout: Duration,
+    /// Push webhooks (`run --git-url`); `None` without a remote.
+    pub hooks: Option<Arc<super::fetcher::HookTarget>>,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.

@@ -55,6 +55,9 @@ pub(super) async fn stop(d: Daemon, grace: Duration) {
         );
     }
     background.publisher.abort();
+    if let Some(f) = &background.fetcher {
+        f.abort();
+    }
     feed.close();
     latencies.flush();
     if let Some(w) = background.watchdog {

@@ -1,23 +1,68 @@
 //! Where the daemon reads the desired state from: the directory as it is on
-//! disk, or (`--git-committed-only`) the tree at the repository's HEAD, so
-//! half-written edits are never applied. Read with gix, never by shelling out.
+//! disk, (`--git-committed-only`) the tree at the repository's HEAD, so
+//! half-written edits are never applied, or (`--git-url`) the tree of the
+//! commit in force of the daemon's own clone of a remote, which the fetcher
+//! (`super::fetcher`) moves forward. Read with gix, never by shelling out.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use crate::desired_dir::load_dir_cached;
-use crate::gitrev;
+use crate::git::mirror::Mirror;
+use crate::git::{rev, tree};
 use crate::plan::render::Revision;
-use crate::spec::load::{IGNORE_FILE, SourceFile, is_desired_state_file};
 use crate::spec::validate::{ParseCache, load_sources_cached};
 use crate::spec::{Diagnostic, Limits, LoadReport, Pos};
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum ConfigSource {
     WorkTree { dir: PathBuf },
     GitHead { dir: PathBuf },
+    Remote(Arc<RemoteSource>),
+}
+
+/// A remote config repo: the clone, and the commit in force (the last one
+/// fetched that may be applied).
+pub struct RemoteSource {
+    pub mirror: Mirror,
+    /// How diagnostics and logs name the source: `URL BRANCH:PATH`.
+    shown: PathBuf,
+    in_force: Mutex<Option<String>>,
+}
+
+impl RemoteSource {
+    pub fn new(mirror: Mirror) -> RemoteSource {
+        let o = mirror.options();
+        let shown = PathBuf::from(format!(
+            "{} {}:{}",
+            mirror.shown_url(),
+            o.branch,
+            o.path.display()
+        ));
+        let in_force = Mutex::new(mirror.in_force());
+        RemoteSource {
+            mirror,
+            shown,
+            in_force,
+        }
+    }
+
+    pub fn in_force(&self) -> Option<String> {
+        self.in_force
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Put `commit` in force: kept beside the clone first, so a restart
+    /// applies it again and nothing older.
+    pub fn set_in_force(&self, commit: &str) -> std::io::Result<()> {
+        self.mirror.set_in_force(commit)?;
+        *self.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
+        Ok(())
+    }
 }
 
 /// One load of the desired state.
@@ -47,21 +92,26 @@ impl ConfigSource {
         }
     }
 
+    /// The directory read, or for a remote how it is named (`URL BRANCH:PATH`).
     pub fn dir(&self) -> &Path {
         match self {
             ConfigSource::WorkTree { dir } | ConfigSource::GitHead { dir } => dir,
+            ConfigSource::Remote(r) => &r.shown,
         }
     }
 
     /// The repository's git directory, whose changes (commits, checkouts) matter
     /// in `--git-committed-only` mode.
     pub fn git_dir(&self) -> Option<PathBuf> {
+        if let ConfigSource::Remote(_) = self {
+            return None;
+        }
         let repo = gix::discover(self.dir()).ok()?;
         Some(repo.git_dir().to_path_buf())
     }
 
-    /// The commit HEAD points at (git mode), to tell whether a change to the
-    /// repository could change what is loaded.
+    /// The commit HEAD points at (git mode), or the commit in force (remote),
+    /// to tell whether a change to the repository could change what is loaded.
     pub fn head(&self) -> Option<String> {
         match self {
             ConfigSource::WorkTree { .. } => None,
@@ -69,6 +119,7 @@ impl ConfigSource {
                 let repo = gix::discover(dir).ok()?;
                 Some(repo.head_id().ok()?.to_string())
             }
+            ConfigSource::Remote(r) => r.in_force(),
         }
     }
 
@@ -78,9 +129,10 @@ impl ConfigSource {
         match self {
             ConfigSource::WorkTree { dir } => Loaded {
                 report: load_dir_cached(dir, limits, cache),
-                revision: gitrev::revision(dir),
+                revision: rev::revision(dir),
             },
-            ConfigSource::GitHead { dir } => match read_head(dir, limits) {
+            ConfigSource::Remote(r) => load_remote(r, limits, cache),
+            ConfigSource::GitHead { dir } => match tree::read_head(dir, limits) {
                 Ok((files, revision)) if files.is_empty() => Loaded {
                     report: LoadReport {
                         diagnostics: vec![Diagnostic::error(
@@ -115,92 +167,41 @@ impl ConfigSource {
     }
 }
 
-/// The desired-state files of `dir` as committed at HEAD, in the same order and
-/// with the same filters (hidden files, editor leftovers, `.poolwrightignore`)
-/// as a directory on disk.
-fn read_head(dir: &Path, limits: &Limits) -> anyhow::Result<(Vec<SourceFile>, Revision)> {
-    let repo = gix::discover(dir)?;
-    let workdir = repo.workdir().context("bare repository")?;
-    let prefix = dir
-        .canonicalize()?
-        .strip_prefix(workdir.canonicalize()?)
-        .map(Path::to_path_buf)
-        .with_context(|| format!("{} is outside the work tree", dir.display()))?;
-    let mut head = repo.head()?;
-    let branch = head
-        .referent_name()
-        .map(|n| n.shorten().to_string())
-        .unwrap_or_else(|| "HEAD".to_string());
-    let commit = head.peel_to_commit().context("HEAD has no commit yet")?;
-    let revision = Revision {
-        branch,
-        commit: commit.id().to_string(),
-        subject: commit
-            .message()
-            .map(|m| m.summary().to_string())
-            .unwrap_or_default(),
-        dirty: false,
+/// The tree of the commit in force of a remote.
+fn load_remote(r: &RemoteSource, limits: &Limits, cache: &mut ParseCache) -> Loaded {
+    let failed = |message: String, revision: Option<Revision>| Loaded {
+        report: LoadReport {
+            diagnostics: vec![Diagnostic::error(
+                &r.shown.display().to_string(),
+                Pos::START,
+                message,
+            )],
+            ..LoadReport::default()
+        },
+        revision,
     };
-    let tree = commit.tree()?;
-    let mut recorder = gix::traverse::tree::Recorder::default();
-    tree.traverse().breadthfirst(&mut recorder)?;
-
-    // Entries under `dir`, relative to it.
-    let mut entries = Vec::new();
-    for entry in recorder.records {
-        if !entry.mode.is_blob() {
-            continue;
-        }
-        let path = PathBuf::from(entry.filepath.to_string());
-        let Ok(rel) = path.strip_prefix(&prefix) else {
-            continue;
-        };
-        let hidden = rel
-            .components()
-            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
-        let name = rel
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        if name == IGNORE_FILE || (!hidden && is_desired_state_file(&name)) {
-            entries.push((rel.to_path_buf(), entry.oid));
-        }
-    }
-    let mut ignores: Vec<(PathBuf, Gitignore)> = Vec::new();
-    for (rel, oid) in entries.iter().filter(|(rel, _)| rel.ends_with(IGNORE_FILE)) {
-        let base = rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let blob = repo.find_object(*oid)?;
-        let mut builder = GitignoreBuilder::new(&base);
-        for line in String::from_utf8_lossy(&blob.data).lines() {
-            builder.add_line(None, line)?;
-        }
-        ignores.push((base, builder.build()?));
-    }
-    let ignored = |rel: &Path| {
-        ignores.iter().any(|(base, gi)| {
-            rel.starts_with(base) && gi.matched_path_or_any_parents(rel, false).is_ignore()
-        })
+    let Some(commit) = r.in_force() else {
+        return failed(
+            "no commit fetched yet: nothing is applied until the first fetch succeeds (`poolwright status` says why it has not)".into(),
+            None,
+        );
     };
-    let mut files = Vec::new();
-    let mut wanted: Vec<_> = entries
-        .into_iter()
-        .filter(|(rel, _)| !rel.ends_with(IGNORE_FILE) && !ignored(rel))
-        .collect();
-    wanted.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
-    for (rel, oid) in wanted {
-        let display = dir.join(&rel).display().to_string();
-        let header = repo.find_header(oid)?;
-        if header.size() > limits.max_file_bytes {
-            anyhow::bail!(
-                "{display}: file is larger than {} bytes; refusing to read it",
-                limits.max_file_bytes
-            );
-        }
-        let blob = repo.find_object(oid)?;
-        files.push(SourceFile {
-            display,
-            bytes: blob.data.clone(),
-        });
+    let read = r
+        .mirror
+        .revision(&commit)
+        .and_then(|rev| Ok((r.mirror.read(&commit, limits)?, rev)));
+    match read {
+        Ok((files, revision)) if files.is_empty() => failed(
+            format!(
+                "no desired-state files (*.yaml, *.yml) committed at {}",
+                revision.short()
+            ),
+            Some(revision),
+        ),
+        Ok((files, revision)) => Loaded {
+            report: load_sources_cached(&files, limits, cache),
+            revision: Some(revision),
+        },
+        Err(e) => failed(format!("reading commit {commit}: {e:#}"), None),
     }
-    Ok((files, revision))
 }

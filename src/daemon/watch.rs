@@ -62,6 +62,12 @@ pub fn watch(
     debounce: Duration,
     tx: mpsc::UnboundedSender<()>,
 ) -> anyhow::Result<Watch> {
+    if let ConfigSource::Remote(_) = source {
+        // Nothing on disk to watch: the fetcher says when a commit lands.
+        return Ok(Watch {
+            _debouncer: Box::new(()),
+        });
+    }
     let dir = source.dir().canonicalize()?;
     let git_mode = matches!(source, ConfigSource::GitHead { .. });
     let git_dir = source.git_dir().and_then(|g| g.canonicalize().ok());

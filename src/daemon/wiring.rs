@@ -76,6 +76,8 @@ pub(super) struct Listeners {
 pub(super) struct Background {
     pub watchdog: Option<JoinHandle<()>>,
     pub publisher: JoinHandle<()>,
+    /// `--git-url`: fetches the config repo.
+    pub fetcher: Option<JoinHandle<()>>,
     pub _watch: super::watch::Watch,
 }
 
@@ -155,6 +157,27 @@ pub(super) async fn build(
     let heartbeat = Arc::new(Heartbeat::new(opts.control.liveness_timeout));
     heartbeat.beat();
     let (control_tx, control) = mpsc::unbounded_channel();
+    // Changes to the desired state: files, commits, fetched commits.
+    let (files_tx, files) = mpsc::unbounded_channel();
+    let (hooks, fetcher) = match (&source, &opts.git) {
+        (ConfigSource::Remote(remote), Some(git)) => {
+            let (target, pokes) = super::fetcher::HookTarget::new(
+                git.webhook_secret_file.clone(),
+                &git.remote.branch,
+            );
+            let fetcher = super::fetcher::Fetcher {
+                source: remote.clone(),
+                settings: git.fetch.clone(),
+                board: board.clone(),
+                metrics: metrics.clone(),
+                events: events.clone(),
+                reload: files_tx.clone(),
+            }
+            .spawn(pokes);
+            (Some(target), Some(fetcher))
+        }
+        _ => (None, None),
+    };
     let shared = HttpState {
         board: board.clone(),
         metrics: metrics.clone(),
@@ -166,15 +189,15 @@ pub(super) async fn build(
         heartbeat: heartbeat.clone(),
         tcp: None,
         body_timeout: opts.control.header_timeout,
+        hooks,
     };
     let listeners = listen(opts, &state, shared, started_at).await?;
 
-    // Changes to the desired state.
-    let (files_tx, files) = mpsc::unbounded_channel();
     let watcher = super::watch::watch(&source, opts.debounce, files_tx)?;
     let background = Background {
         watchdog: watchdog(&heartbeat),
         publisher: publisher(&feed, &board),
+        fetcher,
         _watch: watcher,
     };
     Ok(Daemon {

@@ -85,6 +85,10 @@ event_kinds! {
     FleetPaused = "fleet_paused",
     FleetResumed = "fleet_resumed",
     FleetCompleted = "fleet_completed",
+    // The config repo (`run --git-url`).
+    GitFetchFailed = "git_fetch_failed",
+    CommitApplied = "commit_applied",
+    CommitRefused = "commit_refused",
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,6 +232,9 @@ mod tests {
                 "fleet_paused",
                 "fleet_resumed",
                 "fleet_completed",
+                "git_fetch_failed",
+                "commit_applied",
+                "commit_refused",
             ]
         );
         for k in EventKind::ALL {

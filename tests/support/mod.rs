@@ -6,9 +6,11 @@
 pub mod browser;
 pub mod daemon;
 pub mod fault_proxy;
+pub mod git_servers;
 pub mod kube;
 pub mod moto;
 pub mod plugin;
 pub mod prometheus;
 pub mod rollout_sim;
+pub mod tls;
 pub mod world;

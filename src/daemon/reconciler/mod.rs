@@ -307,11 +307,13 @@ impl Reconciler {
     }
 
     /// Whether a watcher event can change what is loaded: in git mode, only a
-    /// new HEAD commit can.
+    /// new HEAD commit can; from a remote, only a new commit in force.
     pub fn files_changed(&self) -> bool {
         match &self.source {
             ConfigSource::WorkTree { .. } => true,
-            ConfigSource::GitHead { .. } => self.source.head() != self.head,
+            ConfigSource::GitHead { .. } | ConfigSource::Remote(_) => {
+                self.source.head() != self.head
+            }
         }
     }
 

@@ -1,0 +1,118 @@
+//! `poolwright run --git-url`: the config repo the daemon fetches, and the
+//! webhook that tells it to fetch at once.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::git::mirror::{FetchLimits, RemoteOptions};
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct GitArgs {
+    /// Fetch the desired state from this config repo instead of reading DIR:
+    /// https://, ssh:// (or user@host:path), git:// or file://. The daemon
+    /// keeps its own clone under the state directory; no work tree is needed
+    #[arg(long, value_name = "URL", conflicts_with = "git_committed_only")]
+    pub git_url: Option<String>,
+    /// The branch whose tip is applied
+    #[arg(
+        long,
+        value_name = "BRANCH",
+        default_value = "main",
+        requires = "git_url"
+    )]
+    pub git_branch: String,
+    /// The desired-state directory inside the repository (default: its root)
+    #[arg(long, value_name = "DIR", default_value = "", requires = "git_url", value_parser = parse_repo_path)]
+    pub git_path: PathBuf,
+    /// How often to fetch (a push webhook fetches at once)
+    #[arg(long, default_value = "1m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
+    pub git_interval: Duration,
+    /// https: a token (the password of the x-access-token user), read again on every fetch
+    #[arg(long, value_name = "FILE", requires = "git_url")]
+    pub git_token_file: Option<PathBuf>,
+    /// https: a further CA (PEM) to trust for the remote, besides the system's
+    #[arg(long, value_name = "FILE", requires = "git_url")]
+    pub git_ca_file: Option<PathBuf>,
+    /// ssh: the deploy key (only this key is offered)
+    #[arg(long, value_name = "FILE", requires = "git_url")]
+    pub git_ssh_key: Option<PathBuf>,
+    /// ssh: the known-hosts file; a host not in it is refused
+    /// (default: ssh's own, ~/.ssh/known_hosts)
+    #[arg(long, value_name = "FILE", requires = "git_url")]
+    pub git_known_hosts: Option<PathBuf>,
+    /// Apply a branch tip that does not descend from the commit in force (a
+    /// force-push, a reset); refused by default
+    #[arg(long, requires = "git_url")]
+    pub git_allow_rewrite: bool,
+    /// A fetch taking longer than this fails (the commit in force stays)
+    #[arg(long, default_value = "5m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
+    pub git_fetch_timeout: Duration,
+    /// The clone's packs may not grow past this many bytes
+    #[arg(long, default_value_t = 512 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024 * 1024..=(1 << 40)), value_name = "BYTES", requires = "git_url")]
+    pub git_max_bytes: u64,
+    /// A fetch may not bring more objects than this
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), value_name = "N", requires = "git_url")]
+    pub git_max_objects: u64,
+    /// Apply only branch tips signed by an allowed key: `ssh` (git's
+    /// `gpg.format ssh`), with --git-allowed-signers
+    #[arg(long, value_enum, value_name = "FORMAT", requires_all = ["git_url", "git_allowed_signers"])]
+    pub git_verify: Option<VerifyFormat>,
+    /// The allowed signers file (git's `gpg.ssh.allowedSignersFile` format),
+    /// read again for every fetched tip
+    #[arg(long, value_name = "FILE", requires = "git_verify")]
+    pub git_allowed_signers: Option<PathBuf>,
+    /// Take push webhooks (GitHub, Gitea, Forgejo, GitLab) at POST
+    /// /v1/hooks/git, signed with the secret in this file (at least 32
+    /// bytes; read again on every webhook)
+    #[arg(long, value_name = "FILE", requires = "git_url")]
+    pub webhook_secret_file: Option<PathBuf>,
+}
+
+impl GitArgs {
+    pub fn options(&self) -> Option<crate::daemon::GitOptions> {
+        let url = self.git_url.clone()?;
+        Some(crate::daemon::GitOptions {
+            remote: RemoteOptions {
+                url,
+                branch: self.git_branch.clone(),
+                path: self.git_path.clone(),
+                token_file: self.git_token_file.clone(),
+                ca_file: self.git_ca_file.clone(),
+                ssh_key: self.git_ssh_key.clone(),
+                known_hosts: self.git_known_hosts.clone(),
+                limits: FetchLimits {
+                    timeout: self.git_fetch_timeout,
+                    max_bytes: self.git_max_bytes,
+                    max_objects: self.git_max_objects,
+                },
+            },
+            fetch: crate::daemon::fetcher::FetchSettings {
+                interval: self.git_interval.max(Duration::from_secs(1)),
+                allow_rewrite: self.git_allow_rewrite,
+                allowed_signers: self.git_verify.and(self.git_allowed_signers.clone()),
+            },
+            webhook_secret_file: self.webhook_secret_file.clone(),
+        })
+    }
+}
+
+/// How commits are signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyFormat {
+    Ssh,
+}
+
+/// A relative path inside the repository, without `..`.
+fn parse_repo_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s.trim_end_matches('/'));
+    if path.is_absolute()
+        || path
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(format!(
+            "{s:?}: a directory inside the repository, like pools or env/prod (no leading /, no ..)"
+        ));
+    }
+    Ok(path)
+}

@@ -1,0 +1,716 @@
+//! The daemon's own clone of a config repo (`run --git-url`): a bare
+//! repository under the state directory, fetched with gix, from which the
+//! desired state is read at the branch tip. No work tree is kept.
+//!
+//! A fetch is bounded (time, the size of the repository's packs, the
+//! objects of the incoming pack: a watcher interrupts it the moment one is
+//! crossed) and never prompts: a token comes from a file, read again on every
+//! fetch; ssh runs with the deploy key and the known-hosts file given, and
+//! refuses a host it does not know.
+//!
+//! The commit in force is kept beside the clone, so a restart applies what
+//! was in force, not whatever the remote holds now.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+
+use crate::files::read_regular_text;
+use crate::plan::render::Revision;
+use crate::spec::Limits;
+use crate::spec::load::SourceFile;
+
+/// What to fetch, and how.
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    pub url: String,
+    pub branch: String,
+    /// The desired-state directory inside the repository ("" for its root).
+    pub path: PathBuf,
+    pub token_file: Option<PathBuf>,
+    /// https: further CAs to trust (PEM), besides the system's.
+    pub ca_file: Option<PathBuf>,
+    pub ssh_key: Option<PathBuf>,
+    pub known_hosts: Option<PathBuf>,
+    pub limits: FetchLimits,
+}
+
+/// The bounds of one fetch.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchLimits {
+    pub timeout: Duration,
+    /// The clone's packs, in bytes, at most.
+    pub max_bytes: u64,
+    /// Objects in one incoming pack (a first fetch receives them all).
+    pub max_objects: u64,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        FetchLimits {
+            timeout: Duration::from_secs(300),
+            max_bytes: 512 * 1024 * 1024,
+            max_objects: 2_000_000,
+        }
+    }
+}
+
+/// Why a fetch gave no new tip. Each says what was asked and what answered.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("fetching {url}: {message}")]
+    Remote { url: String, message: String },
+    #[error("fetching {url}: the remote has no branch {branch:?} (deleted or renamed?)")]
+    NoBranch { url: String, branch: String },
+    #[error("fetching {url}: took longer than {}s (--git-fetch-timeout)", .after.as_secs())]
+    TimedOut { url: String, after: Duration },
+    #[error("fetching {url}: the repository's packs would exceed {limit} bytes (--git-max-bytes)")]
+    TooLarge { url: String, limit: u64 },
+    #[error(
+        "fetching {url}: the incoming pack has {count} objects, more than {limit} (--git-max-objects)"
+    )]
+    TooManyObjects { url: String, count: u64, limit: u64 },
+    #[error("reading the token file {path}: {message}")]
+    Token { path: String, message: String },
+    #[error("the CA file {path}: {message}")]
+    Ca { path: String, message: String },
+    #[error("a fetch of {url} is still running (stuck on the network?); not starting another")]
+    Busy { url: String },
+    #[error("the local clone {path}: {message}")]
+    Local { path: String, message: String },
+}
+
+/// A fetched branch tip.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fetched {
+    pub revision: Revision,
+    /// Objects received (0 when the tip was already here).
+    pub objects: u64,
+}
+
+/// How a fetched tip relates to the commit in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lineage {
+    /// The commit in force itself.
+    Same,
+    /// A descendant: history moved forward.
+    Forward,
+    /// Not a descendant: history was rewritten (a force-push, a reset).
+    Rewritten,
+    /// Nothing is in force yet.
+    First,
+}
+
+/// The daemon's clone.
+pub struct Mirror {
+    dir: PathBuf,
+    opts: RemoteOptions,
+    /// Held while a fetch runs, so a fetch stuck past its deadline (its
+    /// thread still blocked on the network) is not joined by another.
+    busy: Arc<Mutex<()>>,
+}
+
+/// The largest token file read.
+const TOKEN_LIMIT: u64 = 4096;
+type GitDaemonConnection = gix::protocol::transport::client::git::blocking_io::Connection<
+    std::net::TcpStream,
+    std::net::TcpStream,
+>;
+
+/// A server that sends nothing for this long is dead (or the fetch's own
+/// timeout, if shorter).
+const STALL: Duration = Duration::from_secs(60);
+/// The largest CA file read.
+const CA_LIMIT: u64 = 1024 * 1024;
+/// Where the commit in force is kept, inside the clone.
+const IN_FORCE: &str = "poolwright-in-force";
+
+impl Mirror {
+    /// The clone for `opts.url` under `state_root/git/`, created empty when
+    /// missing.
+    pub fn open(state_root: &Path, opts: RemoteOptions) -> anyhow::Result<Mirror> {
+        check_url(&opts.url)?;
+        check_branch(&opts.branch)?;
+        for (flag, path) in [
+            ("--git-ssh-key", &opts.ssh_key),
+            ("--git-known-hosts", &opts.known_hosts),
+        ] {
+            if let Some(p) = path {
+                let text = p.to_string_lossy();
+                anyhow::ensure!(
+                    p.is_absolute() && !text.contains(['\'', '\n']),
+                    "{flag} {}: give an absolute path without quotes or newlines",
+                    p.display()
+                );
+            }
+        }
+        let digest = Sha256::digest(opts.url.as_bytes());
+        let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let dir = state_root.join("git").join(format!("{name}.git"));
+        if !dir.join("HEAD").exists() {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            gix::init_bare(&dir)
+                .with_context(|| format!("creating the clone {}", dir.display()))?;
+        }
+        Ok(Mirror {
+            dir,
+            opts,
+            busy: Arc::new(Mutex::new(())),
+        })
+    }
+
+    pub fn options(&self) -> &RemoteOptions {
+        &self.opts
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The URL as shown: without any user name.
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.opts.url)
+    }
+
+    /// The clone, opened without the user's or the system's git
+    /// configuration (no credential helper, no `url.insteadOf`), with the
+    /// ssh command and the network bounds of this daemon.
+    fn repo(&self) -> Result<gix::Repository, FetchError> {
+        let mut overrides = vec![
+            // A stalled HTTP transfer fails instead of hanging.
+            "http.lowSpeedLimit=1".to_string(),
+            format!(
+                "http.lowSpeedTime={}",
+                self.opts.limits.timeout.as_secs().max(1)
+            ),
+            "gitoxide.http.connectTimeout=10000".to_string(),
+        ];
+        overrides.push(format!("core.sshCommand={}", self.ssh_command()));
+        gix::open_opts(
+            &self.dir,
+            gix::open::Options::isolated().config_overrides(overrides),
+        )
+        .map_err(|e| self.local(e))
+    }
+
+    /// `ssh` never asks: batch mode, the deploy key only, strict host keys.
+    fn ssh_command(&self) -> String {
+        let mut cmd = String::from(
+            "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10 -o ServerAliveInterval=15 -o ServerAliveCountMax=4",
+        );
+        if let Some(key) = &self.opts.ssh_key {
+            cmd.push_str(&format!(" -o IdentitiesOnly=yes -i '{}'", key.display()));
+        }
+        if let Some(hosts) = &self.opts.known_hosts {
+            cmd.push_str(&format!(" -o UserKnownHostsFile='{}'", hosts.display()));
+        }
+        cmd
+    }
+
+    // `{:#}`: gix's errors then name every cause, not only the outermost.
+    fn local(&self, e: impl std::fmt::Display) -> FetchError {
+        FetchError::Local {
+            path: self.dir.display().to_string(),
+            message: format!("{e:#}"),
+        }
+    }
+
+    fn remote(&self, e: impl std::fmt::Display) -> FetchError {
+        FetchError::Remote {
+            url: self.shown_url(),
+            message: format!("{e:#}"),
+        }
+    }
+
+    /// Fetch the branch and return its tip. Blocking; bounded by the limits.
+    pub fn fetch(&self) -> Result<Fetched, FetchError> {
+        let busy = self.busy.clone();
+        let Ok(_held) = busy.try_lock() else {
+            return Err(FetchError::Busy {
+                url: self.shown_url(),
+            });
+        };
+        let token = match &self.opts.token_file {
+            Some(path) => Some(
+                read_regular_text(path, TOKEN_LIMIT)
+                    .map(|t| t.trim().to_string())
+                    .map_err(|e| FetchError::Token {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    })?,
+            ),
+            None => None,
+        };
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = Watcher::start(
+            self.dir.join("objects").join("pack"),
+            self.opts.limits,
+            interrupt.clone(),
+            done.clone(),
+        );
+        let result = self.fetch_inner(token, &interrupt);
+        done.store(true, Ordering::SeqCst);
+        let crossed = watcher.join();
+        match (crossed, result) {
+            (Some(Crossed::Time), _) => Err(FetchError::TimedOut {
+                url: self.shown_url(),
+                after: self.opts.limits.timeout,
+            }),
+            (Some(Crossed::Bytes), _) => Err(FetchError::TooLarge {
+                url: self.shown_url(),
+                limit: self.opts.limits.max_bytes,
+            }),
+            (Some(Crossed::Objects(count)), _) => Err(FetchError::TooManyObjects {
+                url: self.shown_url(),
+                count,
+                limit: self.opts.limits.max_objects,
+            }),
+            (None, result) => result,
+        }
+    }
+
+    fn fetch_inner(
+        &self,
+        token: Option<String>,
+        interrupt: &AtomicBool,
+    ) -> Result<Fetched, FetchError> {
+        use gix::remote::Direction;
+        let repo = self.repo()?;
+        let branch_ref = format!("refs/heads/{}", self.opts.branch);
+        let tracking = format!("refs/remotes/origin/{}", self.opts.branch);
+        let remote = repo
+            .remote_at(self.opts.url.as_str())
+            .map_err(|e| self.remote(e))?
+            .with_refspecs(
+                Some(format!("+{branch_ref}:{tracking}").as_str()),
+                Direction::Fetch,
+            )
+            .map_err(|e| self.remote(e))?
+            .with_fetch_tags(gix::remote::fetch::Tags::None);
+        match self.git_daemon(&remote)? {
+            Some(transport) => self.receive(
+                &repo,
+                remote.to_connection_with_transport(transport),
+                token,
+                interrupt,
+            ),
+            None => {
+                let connection = remote
+                    .connect(Direction::Fetch)
+                    .map_err(|e| self.remote(e))?;
+                self.receive(&repo, connection, token, interrupt)
+            }
+        }
+    }
+
+    /// Negotiate and receive the pack on `connection`; the branch tip.
+    fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
+        &self,
+        repo: &gix::Repository,
+        connection: gix::remote::Connection<'_, '_, '_, T>,
+        token: Option<String>,
+        interrupt: &AtomicBool,
+    ) -> Result<Fetched, FetchError> {
+        let branch_ref = format!("refs/heads/{}", self.opts.branch);
+        let connection = match self.https_options(repo)? {
+            Some(options) => connection.with_transport_options(options),
+            None => connection,
+        };
+        let connection = connection.with_credentials(move |action| match action {
+            gix::credentials::helper::Action::Get(ctx) => Ok(token.as_ref().map(|token| {
+                gix::credentials::protocol::Outcome {
+                    identity: gix::sec::identity::Account {
+                        // Forges take any user name with a token as the
+                        // password; GitHub documents this one.
+                        username: "x-access-token".into(),
+                        password: token.clone(),
+                        oauth_refresh_token: None,
+                    },
+                    next: ctx.into(),
+                }
+            })),
+            _ => Ok(None),
+        });
+        let prepared = connection
+            .prepare_fetch(gix::progress::Discard, Default::default())
+            .map_err(|e| self.remote(e))?;
+        let listed = prepared
+            .ref_map()
+            .remote_refs
+            .iter()
+            .any(|r| r.unpack().0 == branch_ref.as_str());
+        if !listed {
+            return Err(FetchError::NoBranch {
+                url: self.shown_url(),
+                branch: self.opts.branch.clone(),
+            });
+        }
+        let outcome = prepared
+            .receive(gix::progress::Discard, interrupt)
+            .map_err(|e| self.remote(e))?;
+        let tip = outcome
+            .ref_map
+            .remote_refs
+            .iter()
+            .find_map(|r| {
+                let (name, target, peeled) = r.unpack();
+                (name == branch_ref.as_str())
+                    .then(|| peeled.or(target).map(ToOwned::to_owned))
+                    .flatten()
+            })
+            .ok_or_else(|| FetchError::NoBranch {
+                url: self.shown_url(),
+                branch: self.opts.branch.clone(),
+            })?;
+        let objects = match &outcome.status {
+            gix::remote::fetch::Status::Change {
+                write_pack_bundle, ..
+            } => u64::from(write_pack_bundle.index.num_objects),
+            _ => 0,
+        };
+        let commit = repo
+            .find_commit(tip)
+            .map_err(|e| self.local(format!("the fetched tip {tip}: {e}")))?;
+        Ok(Fetched {
+            revision: crate::git::tree::revision_of(&commit, &self.opts.branch),
+            objects,
+        })
+    }
+
+    /// A git:// remote is connected here, so that a server that stops
+    /// answering fails a read within `STALL` instead of holding the fetch's
+    /// thread forever (gix sets no read timeout on it); http has
+    /// `http.lowSpeedTime` and ssh `ServerAliveInterval` for the same. `None`
+    /// for the other transports, which gix connects.
+    fn git_daemon(
+        &self,
+        remote: &gix::Remote<'_>,
+    ) -> Result<Option<GitDaemonConnection>, FetchError> {
+        use gix::protocol::transport::client::git;
+        let Some(url) = remote.url(gix::remote::Direction::Fetch) else {
+            return Err(self.remote("no URL"));
+        };
+        if url.scheme != gix::url::Scheme::Git {
+            return Ok(None);
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| self.remote("no host"))?
+            .to_string();
+        let port = url.port;
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port.unwrap_or(9418)))
+            .map_err(|e| self.remote(format!("resolving {host}: {e}")))?
+            .next()
+            .ok_or_else(|| self.remote(format!("{host} has no address")))?;
+        let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+            .map_err(|e| self.remote(format!("connecting to {addr}: {e}")))?;
+        let stall = self.opts.limits.timeout.min(STALL);
+        stream
+            .set_read_timeout(Some(stall))
+            .and_then(|()| stream.set_write_timeout(Some(stall)))
+            .map_err(|e| self.remote(e))?;
+        let write = stream.try_clone().map_err(|e| self.remote(e))?;
+        Ok(Some(git::blocking_io::Connection::new(
+            stream,
+            write,
+            gix::protocol::transport::Protocol::V2,
+            url.path.clone(),
+            Some((host, port)),
+            git::ConnectMode::Daemon,
+            false,
+        )))
+    }
+
+    /// For an https remote with `--git-ca-file`: gix's http options from
+    /// the (isolated) configuration, with the CAs added to the trusted roots.
+    fn https_options(
+        &self,
+        repo: &gix::Repository,
+    ) -> Result<Option<Box<dyn std::any::Any>>, FetchError> {
+        use gix::protocol::transport::client::blocking_io::http;
+        let Some(path) = &self.opts.ca_file else {
+            return Ok(None);
+        };
+        if !self.opts.url.starts_with("https://") {
+            return Ok(None);
+        }
+        let ca = |message: String| FetchError::Ca {
+            path: path.display().to_string(),
+            message,
+        };
+        let pem = crate::files::read_regular(path, CA_LIMIT).map_err(|e| ca(e.to_string()))?;
+        let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
+        if roots.is_empty() {
+            return Err(ca("no PEM certificate in it".into()));
+        }
+        let mut options = repo
+            .transport_options(self.opts.url.as_str(), None)
+            .map_err(|e| self.local(e))?
+            .and_then(|o| o.downcast::<http::Options>().ok())
+            .map(|o| *o)
+            .unwrap_or_default();
+        options.backend = Some(Arc::new(Mutex::new(http::reqwest::Options {
+            configure_client: Some(Box::new(move |mut builder| {
+                for root in &roots {
+                    builder = builder.add_root_certificate(root.clone());
+                }
+                Ok(builder)
+            })),
+            configure_request: None,
+        })));
+        Ok(Some(Box::new(options)))
+    }
+
+    /// How `tip` relates to `in_force`.
+    pub fn lineage(&self, in_force: Option<&str>, tip: &str) -> anyhow::Result<Lineage> {
+        let Some(in_force) = in_force else {
+            return Ok(Lineage::First);
+        };
+        if in_force == tip {
+            return Ok(Lineage::Same);
+        }
+        let repo = self.repo()?;
+        let tip = repo.find_commit(gix::ObjectId::from_hex(tip.as_bytes())?)?;
+        let wanted = gix::ObjectId::from_hex(in_force.as_bytes())?;
+        for ancestor in tip.ancestors().all()? {
+            if ancestor?.id == wanted {
+                return Ok(Lineage::Forward);
+            }
+        }
+        Ok(Lineage::Rewritten)
+    }
+
+    /// The desired-state files of `commit`, under `--git-path`. Diagnostics
+    /// name them by their path in the repository.
+    pub fn read(&self, commit: &str, limits: &Limits) -> anyhow::Result<Vec<SourceFile>> {
+        let repo = self.repo()?;
+        let commit = repo.find_commit(gix::ObjectId::from_hex(commit.as_bytes())?)?;
+        crate::git::tree::read_tree(&repo, &commit, &self.opts.path, &self.opts.path, limits)
+    }
+
+    /// The revision of a commit of the clone.
+    pub fn revision(&self, commit: &str) -> anyhow::Result<Revision> {
+        let repo = self.repo()?;
+        let commit = repo.find_commit(gix::ObjectId::from_hex(commit.as_bytes())?)?;
+        Ok(crate::git::tree::revision_of(&commit, &self.opts.branch))
+    }
+
+    /// A commit's signature (its `gpgsig` header), the bytes it signs, and
+    /// its committer time (seconds since the epoch).
+    pub fn signature(&self, commit: &str) -> anyhow::Result<(Option<Vec<u8>>, Vec<u8>, i64)> {
+        let repo = self.repo()?;
+        let commit = repo.find_commit(gix::ObjectId::from_hex(commit.as_bytes())?)?;
+        let time = commit.time()?.seconds;
+        Ok(match commit.signature()? {
+            Some((signature, signed)) => {
+                (Some(signature.to_vec()), signed.to_bstring().to_vec(), time)
+            }
+            None => (None, commit.data.clone(), time),
+        })
+    }
+
+    /// The commit in force when the daemon last stopped.
+    pub fn in_force(&self) -> Option<String> {
+        let text = read_regular_text(&self.dir.join(IN_FORCE), 128).ok()?;
+        let text = text.trim();
+        gix::ObjectId::from_hex(text.as_bytes()).ok()?;
+        Some(text.to_string())
+    }
+
+    pub fn set_in_force(&self, commit: &str) -> std::io::Result<()> {
+        crate::store::atomic_write(&self.dir.join(IN_FORCE), format!("{commit}\n").as_bytes())
+    }
+}
+
+impl From<gix::Error> for FetchError {
+    fn from(e: gix::Error) -> Self {
+        FetchError::Local {
+            path: String::new(),
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+/// Which bound a fetch crossed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Crossed {
+    Time,
+    Bytes,
+    Objects(u64),
+}
+
+/// Watches a running fetch: its time, the size of the pack directory and the
+/// object count in the header of a pack being received; interrupts the fetch
+/// when one is crossed.
+struct Watcher {
+    handle: std::thread::JoinHandle<Option<Crossed>>,
+}
+
+impl Watcher {
+    fn start(
+        packs: PathBuf,
+        limits: FetchLimits,
+        interrupt: Arc<AtomicBool>,
+        done: Arc<AtomicBool>,
+    ) -> Watcher {
+        let before: std::collections::BTreeSet<PathBuf> =
+            list(&packs).into_iter().map(|(p, _)| p).collect();
+        let started = Instant::now();
+        let handle = std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let crossed = if started.elapsed() > limits.timeout {
+                    Some(Crossed::Time)
+                } else {
+                    let files = list(&packs);
+                    let bytes: u64 = files.iter().map(|(_, len)| len).sum();
+                    if bytes > limits.max_bytes {
+                        Some(Crossed::Bytes)
+                    } else {
+                        files
+                            .iter()
+                            .filter(|(p, _)| !before.contains(p))
+                            .filter_map(|(p, _)| pack_objects(p))
+                            .find(|&n| n > limits.max_objects)
+                            .map(Crossed::Objects)
+                    }
+                };
+                if crossed.is_some() {
+                    interrupt.store(true, Ordering::SeqCst);
+                    return crossed;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        });
+        Watcher { handle }
+    }
+
+    fn join(self) -> Option<Crossed> {
+        self.handle.join().ok().flatten()
+    }
+}
+
+fn list(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?.len())))
+        .collect()
+}
+
+/// The object count a pack file's header declares.
+fn pack_objects(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut header = [0u8; 12];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    (&header[..4] == b"PACK").then(|| {
+        u64::from(u32::from_be_bytes([
+            header[8], header[9], header[10], header[11],
+        ]))
+    })
+}
+
+/// The URL without its user name.
+pub fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.has_host() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A URL poolwright fetches: one of the transports it supports, and no
+/// password in it (a URL shows in `ps`, unit files and logs).
+pub fn check_url(url: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !url.starts_with('-') && !url.contains(['\n', '\r', ' ']),
+        "--git-url {url:?}: not a URL"
+    );
+    if let Ok(u) = url::Url::parse(url) {
+        anyhow::ensure!(
+            matches!(u.scheme(), "https" | "http" | "ssh" | "git" | "file"),
+            "--git-url {url:?}: the transports are https://, ssh:// (or user@host:path), git:// and file://"
+        );
+        anyhow::ensure!(
+            u.password().is_none(),
+            "--git-url: the URL carries a password; put the token in a file and give --git-token-file"
+        );
+        return Ok(());
+    }
+    // scp-like: user@host:path
+    anyhow::ensure!(
+        url.contains(':') && !url.contains("://"),
+        "--git-url {url:?}: not a URL (https://, ssh://, user@host:path, git:// or file://)"
+    );
+    Ok(())
+}
+
+/// A branch name git would accept, without anything a ref spec would read.
+pub fn check_branch(branch: &str) -> anyhow::Result<()> {
+    let ok = !branch.is_empty()
+        && branch.len() <= 200
+        && !branch.starts_with(['-', '/', '.'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.ends_with(".lock")
+        && !branch.contains("..")
+        && !branch.contains("//")
+        && !branch.contains("@{")
+        && branch
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    anyhow::ensure!(
+        ok,
+        "--git-branch {branch:?}: not a branch name (letters, digits, - _ . /)"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_branches_are_checked() {
+        for good in [
+            "https://git.example.com/ops/pools.git",
+            "ssh://git@git.example.com:2222/ops/pools.git",
+            "git@git.example.com:ops/pools.git",
+            "git://127.0.0.1:9418/pools.git",
+            "file:///srv/git/pools.git",
+        ] {
+            check_url(good).unwrap();
+        }
+        for bad in [
+            "https://user:secret@git.example.com/pools.git",
+            "ftp://x/pools.git",
+            "-oProxyCommand=sh",
+            "/srv/git/pools.git",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+        for good in ["main", "release/2026-12", "v1.2"] {
+            check_branch(good).unwrap();
+        }
+        for bad in ["", "-x", "a..b", "a b", "x.lock", "a@{1}", "refs/heads/*"] {
+            assert!(check_branch(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            shown_url("https://bot@git.example.com/p.git"),
+            "https://git.example.com/p.git"
+        );
+    }
+}

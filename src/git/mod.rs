@@ -1,0 +1,10 @@
+//! Git, read with gix and never by shelling out to `git`: the provenance of a
+//! work tree (`rev`), the desired-state files of a committed tree (`tree`),
+//! the daemon's own clone of a config repo fetched from a remote (`mirror`),
+//! and the push webhooks of the forges that tell it to fetch (`hook`).
+
+pub mod hook;
+pub mod mirror;
+pub mod rev;
+pub mod tree;
+pub mod verify;
