@@ -10,7 +10,7 @@ use support::daemon;
 use support::fault_proxy;
 use support::moto;
 use support::plugin;
-use support::tls::{openssl, test_ca, test_leaf};
+use support::tls::{openssl, server_pki, test_ca, test_leaf};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -688,16 +688,8 @@ fn the_daemon_rolls_on_a_commit_and_reports_a_plugin_that_is_down() {
 /// subjectAltName, never the CN) and a client certificate CN=poolwright, and
 /// a second CA that vouches for neither.
 fn test_pki(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    test_ca(dir, "ca", "poolwright test CA");
+    server_pki(dir);
     test_ca(dir, "other-ca", "unrelated test CA");
-    test_leaf(
-        dir,
-        "server",
-        "127.0.0.1",
-        "ca",
-        "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1\n",
-    );
     test_leaf(
         dir,
         "client",

@@ -47,7 +47,7 @@ pub struct GitArgs {
     /// A fetch taking longer than this fails (the commit in force stays)
     #[arg(long, default_value = "5m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
     pub git_fetch_timeout: Duration,
-    /// The clone's packs may not grow past this many bytes
+    /// A fetch may not bring more than this many bytes (a first fetch brings the whole repository)
     #[arg(long, default_value_t = 512 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024 * 1024..=(1 << 40)), value_name = "BYTES", requires = "git_url")]
     pub git_max_bytes: u64,
     /// A fetch may not bring more objects than this

@@ -118,7 +118,10 @@ pub(super) fn load_ref(dir: &Path, git_ref: &str) -> anyhow::Result<Option<(Conf
         revision: Some(revision),
     };
     match report.config {
-        Some(config) => Ok(Some((config, source))),
+        Some(config) => {
+            trusted_backends(&config, dir, git_ref)?;
+            Ok(Some((config, source)))
+        }
         None => {
             eprintln!(
                 "{} at {} is invalid: {} error(s)",
@@ -129,6 +132,38 @@ pub(super) fn load_ref(dir: &Path, git_ref: &str) -> anyhow::Result<Option<(Conf
             Ok(None)
         }
     }
+}
+
+/// A branch planned before it merges is not trusted yet: it is planned
+/// with the providers and clusters of the checkout (DIR on disk) and no
+/// others, so a branch cannot point a provider's token, certificate or
+/// kubeconfig at a server of its own during `plan`.
+fn trusted_backends(config: &Config, dir: &Path, git_ref: &str) -> anyhow::Result<()> {
+    let report = crate::desired_dir::load_dir(dir, &Limits::default());
+    let Some(trusted) = report.config else {
+        anyhow::bail!(
+            "--git-ref {git_ref}: {} on disk is invalid, and its providers and clusters are the ones a branch is planned with; fix it first",
+            dir.display()
+        );
+    };
+    let mut differ = Vec::new();
+    for (name, e) in &config.providers {
+        if trusted.providers.get(name).is_none_or(|t| t.doc != e.doc) {
+            differ.push(format!("provider {name} ({})", e.file));
+        }
+    }
+    for (name, e) in &config.clusters {
+        if trusted.clusters.get(name).is_none_or(|t| t.doc != e.doc) {
+            differ.push(format!("cluster {name} ({})", e.file));
+        }
+    }
+    anyhow::ensure!(
+        differ.is_empty(),
+        "--git-ref {git_ref} changes {}: a branch is planned with the providers and clusters of {} as they are on disk (their tokens, certificates and kubeconfigs are this host's), so these must be merged first or planned where they are in force",
+        differ.join(", "),
+        dir.display()
+    );
+    Ok(())
 }
 
 /// Load (printing diagnostics; `None` when invalid), observe and plan, as

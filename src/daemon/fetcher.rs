@@ -184,41 +184,15 @@ impl Fetcher {
         }
     }
 
-    /// A fetched tip: apply it, or say why not.
+    /// A fetched tip: accept it (the loop then loads it), or say why not.
     async fn take(&self, fetched: Fetched, now: Timestamp, next_fetch_at: Timestamp) {
         let tip = fetched.revision.commit.clone();
-        let in_force = self.source.in_force();
-        let lineage = {
-            let (source, tip) = (self.source.clone(), tip.clone());
-            let in_force = in_force.clone();
-            tokio::task::spawn_blocking(move || source.mirror.lineage(in_force.as_deref(), &tip))
-                .await
-                .map_err(anyhow::Error::from)
-                .and_then(|r| r)
-        };
-        let refusal = match (lineage, self.verified(&tip).await) {
-            (Ok(Lineage::Same), _) => None,
-            (_, Err(refusal)) => Some(refusal),
-            (lineage, Ok(())) => match lineage {
-                Ok(Lineage::Same) => None,
-                Ok(Lineage::First | Lineage::Forward) => self.apply(&fetched, now).err(),
-                Ok(Lineage::Rewritten) if self.settings.allow_rewrite => {
-                    tracing::warn!(
-                        commit = %tip,
-                        "the branch was rewritten (its tip does not descend from the commit in force); applying it, as --git-allow-rewrite says"
-                    );
-                    self.apply(&fetched, now).err()
-                }
-                Ok(Lineage::Rewritten) => Some((
-                    "rewrite",
-                    format!(
-                        "{} does not descend from the commit in force {}: the branch was rewritten (a force-push or a reset); not applied without --git-allow-rewrite",
-                        fetched.revision.short(),
-                        in_force.as_deref().map(short).unwrap_or_default()
-                    ),
-                )),
-                Err(e) => Some(("unreadable", format!("reading the history of {tip}: {e:#}"))),
-            },
+        // Accepted already (in force, or it did not load: the desired state
+        // says why, and the tip is not loaded again until it moves).
+        let refusal = if self.source.accepted().as_deref() == Some(tip.as_str()) {
+            None
+        } else {
+            self.judge(&fetched).await
         };
         let already = self.board.read(|d| {
             d.git
@@ -256,6 +230,50 @@ impl Fetcher {
                 };
             }
         });
+    }
+
+    /// May a new tip be applied? Its lineage from the commit in force, and
+    /// its signature; accepted when it may, the refusal when not.
+    async fn judge(&self, fetched: &Fetched) -> Option<(&'static str, String)> {
+        let tip = fetched.revision.commit.clone();
+        let in_force = self.source.in_force();
+        let lineage = {
+            let (source, tip) = (self.source.clone(), tip.clone());
+            let in_force = in_force.clone();
+            tokio::task::spawn_blocking(move || source.mirror.lineage(in_force.as_deref(), &tip))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r)
+        };
+        match lineage {
+            Ok(Lineage::Rewritten) if self.settings.allow_rewrite => {
+                tracing::warn!(
+                    commit = %tip,
+                    "the branch was rewritten (its tip does not descend from the commit in force); applying it, as --git-allow-rewrite says"
+                );
+            }
+            Ok(Lineage::Rewritten) => {
+                return Some((
+                    "rewrite",
+                    format!(
+                        "{} does not descend from the commit in force {}: the branch was rewritten (a force-push or a reset); not applied without --git-allow-rewrite",
+                        fetched.revision.short(),
+                        in_force.as_deref().map(short).unwrap_or_default()
+                    ),
+                ));
+            }
+            // Forward, the first, or the commit in force itself after a tip
+            // that did not load: each is loaded.
+            Ok(Lineage::First | Lineage::Forward | Lineage::Same) => {}
+            Err(e) => {
+                return Some(("unreadable", format!("reading the history of {tip}: {e:#}")));
+            }
+        }
+        if let Err(refusal) = self.verified(&tip).await {
+            return Some(refusal);
+        }
+        self.accept(fetched);
+        None
     }
 
     /// With `--git-verify ssh`: is the tip signed by an allowed key?
@@ -297,41 +315,18 @@ impl Fetcher {
         checked.unwrap_or_else(|e| Err(("unreadable", format!("verifying {tip}: {e}"))))
     }
 
-    /// Put the fetched tip in force and have the loop load it.
-    fn apply(&self, fetched: &Fetched, now: Timestamp) -> Result<(), (&'static str, String)> {
-        let commit = &fetched.revision.commit;
-        self.source.set_in_force(commit).map_err(|e| {
-            (
-                "local",
-                format!(
-                    "keeping the commit in force in {}: {e}",
-                    self.source.mirror.dir().display()
-                ),
-            )
-        })?;
+    /// The loop loads the fetched tip; once it loads cleanly it is in force
+    /// (`Reconciler::confirm_commit`).
+    fn accept(&self, fetched: &Fetched) {
         tracing::info!(
-            commit = %commit,
+            commit = %fetched.revision.commit,
             objects = fetched.objects,
-            "{}: {} is now in force",
+            "{}: {} accepted; loading it",
             self.source.mirror.shown_url(),
             fetched.revision.short()
         );
-        self.emit(
-            now,
-            EventKind::CommitApplied,
-            format!(
-                "{} ({}) is in force",
-                fetched.revision.short(),
-                fetched.revision.subject
-            ),
-        );
-        self.board.update(|d| {
-            if let Some(g) = &mut d.git {
-                g.in_force = Some(fetched.revision.clone());
-            }
-        });
+        self.source.accept(&fetched.revision.commit);
         let _ = self.reload.send(());
-        Ok(())
     }
 
     fn emit(&self, ts: Timestamp, event: EventKind, message: String) {

@@ -125,6 +125,7 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
             if let Some(secret) = &git.webhook_secret_file {
                 hooks::read_webhook_secret(secret)?;
             }
+            check_trust(git)?;
             let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?;
             ConfigSource::Remote(std::sync::Arc::new(source::RemoteSource::new(mirror)))
         }
@@ -138,6 +139,28 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
     // A read stuck in a blocking thread must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// A token only over https; the allowed signers readable before anything
+/// starts; a transport without integrity said out loud.
+fn check_trust(git: &GitOptions) -> anyhow::Result<()> {
+    let url = &git.remote.url;
+    anyhow::ensure!(
+        git.remote.token_file.is_none() || url.starts_with("https://"),
+        "--git-token-file: a token is only sent over https://, and --git-url is {}",
+        crate::git::mirror::shown_url(url)
+    );
+    if let Some(path) = &git.fetch.allowed_signers {
+        let text = crate::files::read_regular_text(path, 1024 * 1024)
+            .map_err(|e| anyhow::anyhow!("--git-allowed-signers {}: {e}", path.display()))?;
+        crate::git::verify::AllowedSigners::parse(&text)
+            .map_err(|e| anyhow::anyhow!("--git-allowed-signers {}: {e}", path.display()))?;
+    } else if url.starts_with("git://") || url.starts_with("http://") {
+        tracing::warn!(
+            "--git-url {url}: this transport has no integrity (anyone on the network path can serve a commit); use https:// or ssh, or --git-verify ssh"
+        );
+    }
+    Ok(())
 }
 
 async fn serve(opts: Options, state: StateDir, source: ConfigSource) -> anyhow::Result<u8> {

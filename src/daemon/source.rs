@@ -23,12 +23,15 @@ pub enum ConfigSource {
     Remote(Arc<RemoteSource>),
 }
 
-/// A remote config repo: the clone, and the commit in force (the last one
-/// fetched that may be applied).
+/// A remote config repo: the clone, the commit accepted (fetched, and
+/// allowed by lineage and signature: what a load reads) and the commit in
+/// force (the last accepted one that loaded cleanly: kept beside the clone,
+/// so a restart applies it, never a commit that did not load).
 pub struct RemoteSource {
     pub mirror: Mirror,
     /// How diagnostics and logs name the source: `URL BRANCH:PATH`.
     shown: PathBuf,
+    accepted: Mutex<Option<String>>,
     in_force: Mutex<Option<String>>,
 }
 
@@ -41,14 +44,16 @@ impl RemoteSource {
             o.branch,
             o.path.display()
         ));
-        let in_force = Mutex::new(mirror.in_force());
+        let in_force = mirror.in_force();
         RemoteSource {
             mirror,
             shown,
-            in_force,
+            accepted: Mutex::new(in_force.clone()),
+            in_force: Mutex::new(in_force),
         }
     }
 
+    /// The last commit that loaded cleanly.
     pub fn in_force(&self) -> Option<String> {
         self.in_force
             .lock()
@@ -56,12 +61,28 @@ impl RemoteSource {
             .clone()
     }
 
-    /// Put `commit` in force: kept beside the clone first, so a restart
-    /// applies it again and nothing older.
-    pub fn set_in_force(&self, commit: &str) -> std::io::Result<()> {
+    /// What the next load reads.
+    pub fn accepted(&self) -> Option<String> {
+        self.accepted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The fetcher accepted `commit`: the next load reads it.
+    pub fn accept(&self, commit: &str) {
+        *self.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
+    }
+
+    /// `commit` loaded cleanly: it is in force, kept first, so a restart
+    /// applies it. Whether it was not in force before.
+    pub fn confirm(&self, commit: &str) -> std::io::Result<bool> {
+        if self.in_force().as_deref() == Some(commit) {
+            return Ok(false);
+        }
         self.mirror.set_in_force(commit)?;
         *self.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -110,7 +131,7 @@ impl ConfigSource {
         Some(repo.git_dir().to_path_buf())
     }
 
-    /// The commit HEAD points at (git mode), or the commit in force (remote),
+    /// The commit HEAD points at (git mode), or the commit accepted (remote),
     /// to tell whether a change to the repository could change what is loaded.
     pub fn head(&self) -> Option<String> {
         match self {
@@ -119,7 +140,7 @@ impl ConfigSource {
                 let repo = gix::discover(dir).ok()?;
                 Some(repo.head_id().ok()?.to_string())
             }
-            ConfigSource::Remote(r) => r.in_force(),
+            ConfigSource::Remote(r) => r.accepted(),
         }
     }
 
@@ -167,7 +188,7 @@ impl ConfigSource {
     }
 }
 
-/// The tree of the commit in force of a remote.
+/// The tree of the commit accepted from a remote.
 fn load_remote(r: &RemoteSource, limits: &Limits, cache: &mut ParseCache) -> Loaded {
     let failed = |message: String, revision: Option<Revision>| Loaded {
         report: LoadReport {
@@ -180,7 +201,7 @@ fn load_remote(r: &RemoteSource, limits: &Limits, cache: &mut ParseCache) -> Loa
         },
         revision,
     };
-    let Some(commit) = r.in_force() else {
+    let Some(commit) = r.accepted() else {
         return failed(
             "no commit fetched yet: nothing is applied until the first fetch succeeds (`poolwright status` says why it has not)".into(),
             None,

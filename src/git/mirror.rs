@@ -2,14 +2,14 @@
 //! repository under the state directory, fetched with gix, from which the
 //! desired state is read at the branch tip. No work tree is kept.
 //!
-//! A fetch is bounded (time, the size of the repository's packs, the
-//! objects of the incoming pack: a watcher interrupts it the moment one is
-//! crossed) and never prompts: a token comes from a file, read again on every
+//! A fetch is bounded (time, the bytes and the objects it brings: a watcher
+//! interrupts it the moment one is crossed) and never prompts: a token comes from a file, read again on every
 //! fetch; ssh runs with the deploy key and the known-hosts file given, and
 //! refuses a host it does not know.
 //!
-//! The commit in force is kept beside the clone, so a restart applies what
-//! was in force, not whatever the remote holds now.
+//! The commit in force is kept beside the clone (not in it: a clone removed
+//! to start afresh keeps it), so a restart applies what was in force, not
+//! whatever the remote holds now.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,7 +44,7 @@ pub struct RemoteOptions {
 #[derive(Clone, Copy, Debug)]
 pub struct FetchLimits {
     pub timeout: Duration,
-    /// The clone's packs, in bytes, at most.
+    /// What one fetch may bring, in bytes (a first fetch brings everything).
     pub max_bytes: u64,
     /// Objects in one incoming pack (a first fetch receives them all).
     pub max_objects: u64,
@@ -69,7 +69,7 @@ pub enum FetchError {
     NoBranch { url: String, branch: String },
     #[error("fetching {url}: took longer than {}s (--git-fetch-timeout)", .after.as_secs())]
     TimedOut { url: String, after: Duration },
-    #[error("fetching {url}: the repository's packs would exceed {limit} bytes (--git-max-bytes)")]
+    #[error("fetching {url}: the fetch would bring more than {limit} bytes (--git-max-bytes)")]
     TooLarge { url: String, limit: u64 },
     #[error(
         "fetching {url}: the incoming pack has {count} objects, more than {limit} (--git-max-objects)"
@@ -109,6 +109,8 @@ pub enum Lineage {
 /// The daemon's clone.
 pub struct Mirror {
     dir: PathBuf,
+    /// `dir` with `.in-force`: the commit in force.
+    in_force_file: PathBuf,
     opts: RemoteOptions,
     /// Held while a fetch runs, so a fetch stuck past its deadline (its
     /// thread still blocked on the network) is not joined by another.
@@ -127,8 +129,6 @@ type GitDaemonConnection = gix::protocol::transport::client::git::blocking_io::C
 const STALL: Duration = Duration::from_secs(60);
 /// The largest CA file read.
 const CA_LIMIT: u64 = 1024 * 1024;
-/// Where the commit in force is kept, inside the clone.
-const IN_FORCE: &str = "poolwright-in-force";
 
 impl Mirror {
     /// The clone for `opts.url` under `state_root/git/`, created empty when
@@ -158,6 +158,7 @@ impl Mirror {
                 .with_context(|| format!("creating the clone {}", dir.display()))?;
         }
         Ok(Mirror {
+            in_force_file: dir.with_extension("in-force"),
             dir,
             opts,
             busy: Arc::new(Mutex::new(())),
@@ -212,19 +213,24 @@ impl Mirror {
         cmd
     }
 
-    // `{:#}`: gix's errors then name every cause, not only the outermost.
     fn local(&self, e: impl std::fmt::Display) -> FetchError {
         FetchError::Local {
             path: self.dir.display().to_string(),
-            message: format!("{e:#}"),
+            message: e.to_string(),
         }
     }
 
     fn remote(&self, e: impl std::fmt::Display) -> FetchError {
         FetchError::Remote {
             url: self.shown_url(),
-            message: format!("{e:#}"),
+            message: e.to_string(),
         }
+    }
+
+    /// A gix error with every cause, not only the outermost ("Transport
+    /// handshake failed" says nothing; the certificate it failed on does).
+    fn remote_err(&self, e: &(dyn std::error::Error + 'static)) -> FetchError {
+        self.remote(causes(e))
     }
 
     /// Fetch the branch and return its tip. Blocking; bounded by the limits.
@@ -286,12 +292,12 @@ impl Mirror {
         let tracking = format!("refs/remotes/origin/{}", self.opts.branch);
         let remote = repo
             .remote_at(self.opts.url.as_str())
-            .map_err(|e| self.remote(e))?
+            .map_err(|e| self.remote_err(&e))?
             .with_refspecs(
                 Some(format!("+{branch_ref}:{tracking}").as_str()),
                 Direction::Fetch,
             )
-            .map_err(|e| self.remote(e))?
+            .map_err(|e| self.remote_err(&e))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
         match self.git_daemon(&remote)? {
             Some(transport) => self.receive(
@@ -303,7 +309,7 @@ impl Mirror {
             None => {
                 let connection = remote
                     .connect(Direction::Fetch)
-                    .map_err(|e| self.remote(e))?;
+                    .map_err(|e| self.remote_err(&e))?;
                 self.receive(&repo, connection, token, interrupt)
             }
         }
@@ -339,7 +345,7 @@ impl Mirror {
         });
         let prepared = connection
             .prepare_fetch(gix::progress::Discard, Default::default())
-            .map_err(|e| self.remote(e))?;
+            .map_err(|e| self.remote_err(&e))?;
         let listed = prepared
             .ref_map()
             .remote_refs
@@ -353,7 +359,7 @@ impl Mirror {
         }
         let outcome = prepared
             .receive(gix::progress::Discard, interrupt)
-            .map_err(|e| self.remote(e))?;
+            .map_err(|e| self.remote_err(&e))?;
         let tip = outcome
             .ref_map
             .remote_refs
@@ -414,8 +420,8 @@ impl Mirror {
         stream
             .set_read_timeout(Some(stall))
             .and_then(|()| stream.set_write_timeout(Some(stall)))
-            .map_err(|e| self.remote(e))?;
-        let write = stream.try_clone().map_err(|e| self.remote(e))?;
+            .map_err(|e| self.remote_err(&e))?;
+        let write = stream.try_clone().map_err(|e| self.remote_err(&e))?;
         Ok(Some(git::blocking_io::Connection::new(
             stream,
             write,
@@ -517,14 +523,14 @@ impl Mirror {
 
     /// The commit in force when the daemon last stopped.
     pub fn in_force(&self) -> Option<String> {
-        let text = read_regular_text(&self.dir.join(IN_FORCE), 128).ok()?;
+        let text = read_regular_text(&self.in_force_file, 128).ok()?;
         let text = text.trim();
         gix::ObjectId::from_hex(text.as_bytes()).ok()?;
         Some(text.to_string())
     }
 
     pub fn set_in_force(&self, commit: &str) -> std::io::Result<()> {
-        crate::store::atomic_write(&self.dir.join(IN_FORCE), format!("{commit}\n").as_bytes())
+        crate::store::atomic_write(&self.in_force_file, format!("{commit}\n").as_bytes())
     }
 }
 
@@ -532,9 +538,24 @@ impl From<gix::Error> for FetchError {
     fn from(e: gix::Error) -> Self {
         FetchError::Local {
             path: String::new(),
-            message: format!("{e:#}"),
+            message: causes(&e),
         }
     }
+}
+
+/// An error and its causes, outermost first, each said once.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 /// Which bound a fetch crossed.
@@ -567,14 +588,17 @@ impl Watcher {
                 let crossed = if started.elapsed() > limits.timeout {
                     Some(Crossed::Time)
                 } else {
-                    let files = list(&packs);
-                    let bytes: u64 = files.iter().map(|(_, len)| len).sum();
+                    // What this fetch brings: the files it adds.
+                    let incoming: Vec<_> = list(&packs)
+                        .into_iter()
+                        .filter(|(p, _)| !before.contains(p))
+                        .collect();
+                    let bytes: u64 = incoming.iter().map(|(_, len)| len).sum();
                     if bytes > limits.max_bytes {
                         Some(Crossed::Bytes)
                     } else {
-                        files
+                        incoming
                             .iter()
-                            .filter(|(p, _)| !before.contains(p))
                             .filter_map(|(p, _)| pack_objects(p))
                             .find(|&n| n > limits.max_objects)
                             .map(Crossed::Objects)
@@ -646,8 +670,9 @@ pub fn check_url(url: &str) -> anyhow::Result<()> {
             "--git-url {url:?}: the transports are https://, ssh:// (or user@host:path), git:// and file://"
         );
         anyhow::ensure!(
-            u.password().is_none(),
-            "--git-url: the URL carries a password; put the token in a file and give --git-token-file"
+            u.password().is_none()
+                && (u.username().is_empty() || !matches!(u.scheme(), "https" | "http")),
+            "--git-url: the URL carries a user name or a password, which logs and errors would show; put the token in a file and give --git-token-file"
         );
         return Ok(());
     }
@@ -696,6 +721,7 @@ mod tests {
         }
         for bad in [
             "https://user:secret@git.example.com/pools.git",
+            "https://ghp_token@github.com/ops/pools.git",
             "ftp://x/pools.git",
             "-oProxyCommand=sh",
             "/srv/git/pools.git",

@@ -179,8 +179,8 @@ fn parse_line(line: &str) -> Result<Signer, String> {
         valid_after: None,
         valid_before: None,
     };
-    for option in rest[..at].join(" ").split(',').filter(|o| !o.is_empty()) {
-        let (name, value) = option.split_once('=').unwrap_or((option, ""));
+    for option in options(&rest[..at].join(" "))? {
+        let (name, value) = option.split_once('=').unwrap_or((option.as_str(), ""));
         let value = value.trim_matches('"');
         match name.to_ascii_lowercase().as_str() {
             "namespaces" => {
@@ -198,6 +198,28 @@ fn parse_line(line: &str) -> Result<Signer, String> {
     Ok(signer)
 }
 
+/// The options of a line, split on the commas outside double quotes.
+fn options(text: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    for c in text.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                current.push(c);
+            }
+            ',' if !quoted => out.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("unbalanced quotes in the options {text:?}"));
+    }
+    out.push(current);
+    Ok(out.into_iter().filter(|o| !o.is_empty()).collect())
+}
+
 fn is_key_type(word: &str) -> bool {
     word.starts_with("ssh-") || word.starts_with("ecdsa-") || word.starts_with("sk-")
 }
@@ -209,18 +231,13 @@ fn parse_time(s: &str) -> Result<i64, String> {
     if !digits.chars().all(|c| c.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
         return Err(bad());
     }
-    let num = |r: std::ops::Range<usize>| digits.get(r).map(|d| d.parse::<i16>().unwrap_or(0));
-    let date = jiff::civil::date(
-        digits[..4].parse::<i16>().map_err(|_| bad())?,
-        num(4..6).unwrap_or(1) as i8,
-        num(6..8).unwrap_or(1) as i8,
-    );
-    let time = jiff::civil::time(
-        num(8..10).unwrap_or(0) as i8,
-        num(10..12).unwrap_or(0) as i8,
-        num(12..14).unwrap_or(0) as i8,
-        0,
-    );
+    let num = |r: std::ops::Range<usize>| -> i16 {
+        digits.get(r).and_then(|d| d.parse().ok()).unwrap_or(0)
+    };
+    let date =
+        jiff::civil::Date::new(num(0..4), num(4..6) as i8, num(6..8) as i8).map_err(|_| bad())?;
+    let time = jiff::civil::Time::new(num(8..10) as i8, num(10..12) as i8, num(12..14) as i8, 0)
+        .map_err(|_| bad())?;
     let at = jiff::civil::DateTime::from_parts(date, time)
         .to_zoned(jiff::tz::TimeZone::UTC)
         .map_err(|_| bad())?;
@@ -248,6 +265,17 @@ mod tests {
                 .starts_with("line 1:")
         );
         assert!(AllowedSigners::parse("a@b nokey").is_err());
+        // A quoted list of namespaces, as git writes it; impossible dates refused.
+        let both = format!("ci@example.com namespaces=\"git,file\",valid-before=20301231 {key}");
+        let allowed_both = AllowedSigners::parse(&both).unwrap();
+        assert_eq!(
+            allowed_both.signers[0].namespaces,
+            Some(vec!["git".to_string(), "file".to_string()])
+        );
+        for bad in ["20261399", "2026120", "20261203256000"] {
+            let line = format!("a@b valid-after={bad} {key}");
+            assert!(AllowedSigners::parse(&line).is_err(), "{bad}");
+        }
         assert_eq!(allowed.verify(None, b"tree", 0), Err(Unverified::Unsigned));
         assert_eq!(
             allowed.verify(Some(b"-----BEGIN PGP SIGNATURE-----\n..."), b"tree", 0),

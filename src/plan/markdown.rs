@@ -13,8 +13,8 @@ use super::{Headline, Plan};
 pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
     let mut out = String::new();
     let what = match &source.revision {
-        Some(r) => format!("`{}` {}", r.short(), inline(&r.subject)),
-        None => format!("`{}`", inline(&source.dir)),
+        Some(r) => format!("{} {}", inline(&r.short()), inline(&r.subject)),
+        None => inline(&source.dir),
     };
     let _ = writeln!(out, "#### poolwright plan: {what}\n");
     let _ = writeln!(out, "Planned against {}.\n", inline(against));
@@ -84,14 +84,25 @@ pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
     out
 }
 
-/// Text for one line of Markdown: no line breaks, and no character that
-/// would start a table cell, a code span or HTML.
+/// Text from a commit or a branch for one line of Markdown: no line
+/// breaks, and every character that could start markup (a table cell, code,
+/// HTML, a link or an image, emphasis, a mention) escaped.
 fn inline(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
-        .replace('|', "\\|")
-        .replace('`', "'")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '|' | '`' | '[' | ']' | '(' | ')' | '!' | '*' | '_' | '~' | '#' | '@' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -101,8 +112,8 @@ mod tests {
     #[test]
     fn text_from_a_commit_cannot_break_the_comment() {
         assert_eq!(
-            inline("roll | `web` <script>\nnext"),
-            "roll \\| 'web' &lt;script&gt; next"
+            inline("roll | `web` <script>\nnext ![x](http://e) @team"),
+            "roll \\| \\`web\\` &lt;script&gt; next \\!\\[x\\]\\(http://e\\) \\@team"
         );
     }
 }

@@ -217,6 +217,38 @@ fn the_daemon_fetches_each_commit_once_and_keeps_the_last_good_one_through_every
     );
     assert!(s["git"]["refused"].is_null(), "{s:#}");
 
+    // A commit whose desired state is invalid changes nothing, and it is
+    // never what a restart applies.
+    std::fs::write(
+        repo.work.join("pools/web.yaml"),
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec: {size: nope}\n",
+    )
+    .unwrap();
+    git(&repo.work, &["commit", "-q", "-am", "a broken file"]);
+    git(&repo.work, &["push", "-q", "origin", "main"]);
+    let s = d.wait_for(
+        "the broken commit not loaded",
+        Duration::from_secs(20),
+        |s| s["config"]["valid"] == false && s["git"]["fetched"]["subject"] == "a broken file",
+    );
+    assert_eq!(in_force(&s), "roll web to img-3");
+    assert_eq!(s["config"]["revision"]["subject"], "roll web to img-3");
+    drop(d);
+    let d = start(tmp.path(), &url, &[]);
+    let s = d.wait_for(
+        "the restart on the broken tip",
+        Duration::from_secs(30),
+        |s| s["config"]["valid"] == false && s["git"]["fetched"]["subject"] == "a broken file",
+    );
+    assert_eq!(in_force(&s), "roll web to img-3", "{s:#}");
+    assert_eq!(s["config"]["revision"]["subject"], "roll web to img-3");
+    repo.commit_image("img-3", "fix the broken file");
+    d.wait_for(
+        "the fixed commit in force",
+        Duration::from_secs(30),
+        web_runs("fix the broken file"),
+    );
+
     // The branch deleted: the fetch fails, says why, the commit in force stays.
     let failures = d.metric("poolwright_git_fetch_failures_total", &[]);
     git(&repo.work, &["push", "-q", "origin", "--delete", "main"]);
@@ -229,7 +261,7 @@ fn the_daemon_fetches_each_commit_once_and_keeps_the_last_good_one_through_every
                 .is_some_and(|e| e.contains("no branch \"main\""))
         },
     );
-    assert_eq!(in_force(&s), "roll web to img-3");
+    assert_eq!(in_force(&s), "fix the broken file");
     assert_eq!(s["config"]["valid"], true);
     assert!(d.metric("poolwright_git_fetch_failures_total", &[]) > failures);
     d.wait_for_event("a git_fetch_failed event", |e| {
@@ -249,7 +281,7 @@ fn the_daemon_fetches_each_commit_once_and_keeps_the_last_good_one_through_every
         Duration::from_secs(20),
         |s| s["git"]["error"].is_string(),
     );
-    assert_eq!(in_force(&s), "roll web to img-3");
+    assert_eq!(in_force(&s), "fix the broken file");
     assert!(s["git"]["failures"].as_u64().unwrap() >= 1);
 
     // A restart with the remote still gone applies the commit that was in
@@ -259,13 +291,28 @@ fn the_daemon_fetches_each_commit_once_and_keeps_the_last_good_one_through_every
     let s = d.wait_for(
         "the commit in force loaded again",
         Duration::from_secs(30),
-        web_runs("roll web to img-3"),
+        web_runs("fix the broken file"),
     );
-    assert_eq!(in_force(&s), "roll web to img-3");
+    assert_eq!(in_force(&s), "fix the broken file");
     d.wait_for(
         "the failing fetch reported after the restart",
         Duration::from_secs(20),
-        |s| s["git"]["error"].is_string() && in_force(s) == "roll web to img-3",
+        |s| s["git"]["error"].is_string() && in_force(s) == "fix the broken file",
+    );
+}
+
+/// The first commit, then a new one, fetched and rolled over `how`.
+fn first_then_next(d: &Daemon, repo: &Repo, how: &str) {
+    d.wait_for(
+        &format!("the first commit over {how}"),
+        Duration::from_secs(30),
+        web_runs("first fleet"),
+    );
+    repo.commit_image("img-2", "roll web to img-2");
+    d.wait_for(
+        &format!("the new commit over {how}"),
+        Duration::from_secs(60),
+        web_runs("roll web to img-2"),
     );
 }
 
@@ -287,17 +334,7 @@ fn over_git_protocol_a_dead_or_a_stalled_server_keeps_the_commit_in_force() {
     let server = git_servers::git_daemon(tmp.path());
     let url = format!("git://127.0.0.1:{}/remote.git", server.port);
     let d = start(tmp.path(), &url, &["--git-fetch-timeout", "3s"]);
-    d.wait_for(
-        "the first commit over git://",
-        Duration::from_secs(30),
-        web_runs("first fleet"),
-    );
-    repo.commit_image("img-2", "roll web to img-2");
-    d.wait_for(
-        "the new commit over git://",
-        Duration::from_secs(60),
-        web_runs("roll web to img-2"),
-    );
+    first_then_next(&d, &repo, "git://");
     let port = server.port;
     drop(server);
     let s = d.wait_for("the dead server reported", Duration::from_secs(20), |s| {
@@ -558,6 +595,19 @@ fn bad_remote_settings_are_refused_before_anything_starts() {
             vec!["--git-url", "file:///x", "--git-committed-only"],
             "cannot be used with",
         ),
+        (
+            vec![
+                "--git-url",
+                "http://git.example.com/pools.git",
+                "--git-token-file",
+                short.to_str().unwrap(),
+            ],
+            "only sent over https://",
+        ),
+        (
+            vec!["--git-url", "https://ghp_token@github.com/ops/pools.git"],
+            "user name or a password",
+        ),
     ] {
         let out = run(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -681,7 +731,11 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
         let s = d.wait_for(
             &format!("commit {i} ({how:?}) fetched"),
             Duration::from_secs(20),
-            |s| s["git"]["fetched"]["commit"] == tip.as_str(),
+            |s| {
+                s["git"]["fetched"]["commit"] == tip.as_str()
+                    && (s["git"]["inForce"]["commit"] == tip.as_str()
+                        || s["git"]["refused"]["commit"] == tip.as_str())
+            },
         );
         if how == Signed::ByAllowed {
             assert_eq!(
@@ -759,17 +813,7 @@ fn over_ssh_with_a_deploy_key_and_strict_host_keys() {
         &url,
         &["--git-ssh-key", &key_arg, "--git-known-hosts", &known_arg],
     );
-    d.wait_for(
-        "the first commit over ssh",
-        Duration::from_secs(30),
-        web_runs("first fleet"),
-    );
-    repo.commit_image("img-2", "roll web to img-2");
-    d.wait_for(
-        "the new commit over ssh",
-        Duration::from_secs(60),
-        web_runs("roll web to img-2"),
-    );
+    first_then_next(&d, &repo, "ssh");
     drop(d);
 
     // A host whose key is not the one known is refused, and nothing changes.
@@ -820,6 +864,8 @@ fn over_https_with_a_token_read_on_every_fetch() {
         |s| s["git"]["error"].is_string(),
     );
     assert!(s["git"]["inForce"].is_null(), "{s:#}");
+    let error = s["git"]["error"].as_str().unwrap();
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
     drop(d);
 
     let d = start(
@@ -827,17 +873,7 @@ fn over_https_with_a_token_read_on_every_fetch() {
         &url,
         &["--git-token-file", &token_arg, "--git-ca-file", &ca_arg],
     );
-    d.wait_for(
-        "the first commit over https",
-        Duration::from_secs(30),
-        web_runs("first fleet"),
-    );
-    repo.commit_image("img-2", "roll web to img-2");
-    d.wait_for(
-        "the new commit over https",
-        Duration::from_secs(60),
-        web_runs("roll web to img-2"),
-    );
+    first_then_next(&d, &repo, "https");
 
     // A revoked token: the fetch fails with the server's answer; the commit in force stays.
     std::fs::write(&token, "revoked").unwrap();
@@ -845,6 +881,15 @@ fn over_https_with_a_token_read_on_every_fetch() {
     let s = d.wait_for("the refused token reported", Duration::from_secs(20), |s| {
         s["git"]["error"].is_string()
     });
+    let error = s["git"]["error"].as_str().unwrap();
+    assert!(
+        !error.contains("revoked"),
+        "the token is never shown: {error}"
+    );
+    assert!(
+        error.contains("not accepted") || error.contains("401"),
+        "{error}"
+    );
     assert_eq!(in_force(&s), "roll web to img-2", "{s:#}");
     // The token file is read again on the next fetch.
     std::fs::write(&token, "t0ken-for-the-bastion").unwrap();
@@ -950,6 +995,21 @@ fn a_branch_is_planned_before_it_merges_and_nothing_acts() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("nodepool.batch will be created"), "{text}");
     assert!(text.contains("nodepool.web will roll 2 node(s)"), "{text}");
+    // A branch that changes a provider is not planned with it: its token or
+    // kubeconfig would go wherever the branch says.
+    git(&repo.work, &["checkout", "-q", "-b", "pr/provider"]);
+    std::fs::write(
+        repo.work.join("pools/providers.yaml"),
+        PROVIDER.replace("speed: 50", "speed: 51"),
+    )
+    .unwrap();
+    git(&repo.work, &["commit", "-q", "-am", "a faster simulator"]);
+    git(&repo.work, &["checkout", "-q", "main"]);
+    let changed = cli(&["plan", "pools", "--git-ref", "pr/provider"]);
+    assert!(!changed.status.success());
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert!(stderr.contains("changes provider sim"), "{stderr}");
+
     let missing = cli(&["plan", "pools", "--git-ref", "pr/nosuch"]);
     assert!(!missing.status.success());
     assert!(

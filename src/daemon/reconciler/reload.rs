@@ -20,6 +20,43 @@ use crate::spec::validate::Entry;
 const LOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Reconciler {
+    /// From a remote config repo, a commit that loaded cleanly is in force:
+    /// kept for a restart, told in status and by a `commit_applied` event.
+    /// One that did not load changes nothing (the previous one stays).
+    fn confirm_commit(&mut self, revision: Option<&Revision>, now: jiff::Timestamp) {
+        let (crate::daemon::source::ConfigSource::Remote(remote), Some(revision)) =
+            (&self.source, revision)
+        else {
+            return;
+        };
+        match remote.confirm(&revision.commit) {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!(commit = %revision.commit, "{} is in force", revision.short());
+                self.events.emit(crate::model::Event {
+                    ts: now,
+                    pool: String::new(),
+                    event: crate::model::EventKind::CommitApplied,
+                    node: None,
+                    counts: None,
+                    message: format!("{} ({}) is in force", revision.short(), revision.subject),
+                    revision: None,
+                    by: None,
+                    fleet: None,
+                });
+                self.board.update(|d| {
+                    if let Some(g) = &mut d.git {
+                        g.in_force = Some(revision.clone());
+                    }
+                });
+            }
+            Err(e) => tracing::error!(
+                commit = %revision.commit,
+                "keeping the commit in force for a restart: {e}; it is in force until then"
+            ),
+        }
+    }
+
     /// Load the desired state again and queue the pools it changed (every
     /// pool when `why` asks for it: SIGHUP, a new leader, the first load).
     pub async fn reload(&mut self, why: Trigger) {
@@ -151,6 +188,7 @@ impl Reconciler {
                 d.config.in_force_since = Some(now);
             }
         });
+        self.confirm_commit(revision.as_ref(), now);
         // The pools of the desired state in force before, and now: one that
         // left the files is planned too (left alone, or deleted with --prune).
         self.in_force = Some(InForce {
