@@ -282,36 +282,8 @@ impl Fetcher {
             return Ok(());
         };
         let (source, commit) = (self.source.clone(), tip.to_string());
-        let checked = tokio::task::spawn_blocking(move || {
-            let text = crate::files::read_regular_text(&path, SIGNERS_LIMIT)
-                .map_err(|e| ("signers", format!("reading {}: {e}", path.display())))?;
-            let allowed = AllowedSigners::parse(&text)
-                .map_err(|e| ("signers", format!("{}: {e}", path.display())))?;
-            let (signature, payload, time) = source
-                .mirror
-                .signature(&commit)
-                .map_err(|e| ("unreadable", format!("reading commit {commit}: {e:#}")))?;
-            allowed
-                .verify(signature.as_deref(), &payload, time)
-                .map(|_| ())
-                .map_err(|why| {
-                    let reason = match why {
-                        Unverified::Unsigned => "unsigned",
-                        Unverified::OtherFormat | Unverified::Malformed(_) => "bad-signature",
-                        Unverified::UnknownKey(_) => "unknown-key",
-                        Unverified::BadSignature(_) => "bad-signature",
-                        Unverified::NotValidHere(_) => "key-not-valid",
-                    };
-                    (
-                        reason,
-                        format!(
-                            "{} is not applied: {why} (--git-verify ssh)",
-                            short(&commit)
-                        ),
-                    )
-                })
-        })
-        .await;
+        let checked =
+            tokio::task::spawn_blocking(move || verify_commit(&source, &path, &commit)).await;
         checked.unwrap_or_else(|e| Err(("unreadable", format!("verifying {tip}: {e}"))))
     }
 
@@ -342,6 +314,39 @@ impl Fetcher {
             fleet: None,
         });
     }
+}
+
+/// Is `commit` signed by a key of the allowed signers file at `path`? The
+/// refusal's reason label and message when not.
+pub fn verify_commit(
+    source: &RemoteSource,
+    path: &std::path::Path,
+    commit: &str,
+) -> Result<(), (&'static str, String)> {
+    let text = crate::files::read_regular_text(path, SIGNERS_LIMIT)
+        .map_err(|e| ("signers", format!("reading {}: {e}", path.display())))?;
+    let allowed = AllowedSigners::parse(&text)
+        .map_err(|e| ("signers", format!("{}: {e}", path.display())))?;
+    let (signature, payload, time) = source
+        .mirror
+        .signature(commit)
+        .map_err(|e| ("unreadable", format!("reading commit {commit}: {e:#}")))?;
+    allowed
+        .verify(signature.as_deref(), &payload, time)
+        .map(|_| ())
+        .map_err(|why| {
+            let reason = match why {
+                Unverified::Unsigned => "unsigned",
+                Unverified::OtherFormat | Unverified::Malformed(_) => "bad-signature",
+                Unverified::UnknownKey(_) => "unknown-key",
+                Unverified::BadSignature(_) => "bad-signature",
+                Unverified::NotValidHere(_) => "key-not-valid",
+            };
+            (
+                reason,
+                format!("{} is not applied: {why} (--git-verify ssh)", short(commit)),
+            )
+        })
 }
 
 fn next_at(now: Timestamp, after: Duration) -> Timestamp {

@@ -127,7 +127,18 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
             }
             check_trust(git)?;
             let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?;
-            ConfigSource::Remote(std::sync::Arc::new(source::RemoteSource::new(mirror)))
+            let remote = source::RemoteSource::new(mirror);
+            // A commit in force from before --git-verify was turned on is
+            // applied only if it passes the check too.
+            if let (Some(path), Some(commit)) = (&git.fetch.allowed_signers, remote.in_force())
+                && let Err((_, why)) = fetcher::verify_commit(&remote, path, &commit)
+            {
+                tracing::error!(
+                    "the commit in force: {why}; nothing is applied until a verified tip is fetched"
+                );
+                remote.unaccept();
+            }
+            ConfigSource::Remote(std::sync::Arc::new(remote))
         }
         None => ConfigSource::new(opts.dir.clone(), opts.git_committed_only)?,
     };

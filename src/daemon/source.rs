@@ -74,6 +74,12 @@ impl RemoteSource {
         *self.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
     }
 
+    /// Nothing is loaded until the fetcher accepts a commit (the commit in
+    /// force at start failed a check it never had to pass before).
+    pub fn unaccept(&self) {
+        *self.accepted.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     /// `commit` loaded cleanly: it is in force, kept first, so a restart
     /// applies it. Whether it was not in force before.
     pub fn confirm(&self, commit: &str) -> std::io::Result<bool> {
@@ -203,7 +209,7 @@ fn load_remote(r: &RemoteSource, limits: &Limits, cache: &mut ParseCache) -> Loa
     };
     let Some(commit) = r.accepted() else {
         return failed(
-            "no commit fetched yet: nothing is applied until the first fetch succeeds (`poolwright status` says why it has not)".into(),
+            "no commit accepted yet: nothing is applied until a fetched commit may be (`poolwright status` says why none has been)".into(),
             None,
         );
     };

@@ -91,7 +91,7 @@ pub(super) async fn build(
     let board = Arc::new(Board::new(DaemonInfo {
         pid: std::process::id(),
         started_at,
-        dir: opts.dir.display().to_string(),
+        dir: source.dir().display().to_string(),
         state_dir: opts.state_dir.display().to_string(),
         mode: if opts.dry_run { "dry-run" } else { "apply" }.into(),
         git_committed_only: opts.git_committed_only,

@@ -696,20 +696,39 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
     )
     .unwrap();
     let repo = Repo::new(tmp.path());
-    // The repository's first commit is unsigned; the daemon starts at a
-    // signed tip above it (only the tip is verified: it vouches for its history).
-    let first = repo.commit_signed("img-0", Signed::ByAllowed, &allowed, &unknown);
     let url = repo.file_url();
-    let d = start(
-        tmp.path(),
-        &url,
-        &[
-            "--git-verify",
-            "ssh",
-            "--git-allowed-signers",
-            signers.to_str().unwrap(),
-        ],
+    let verify = [
+        "--git-verify",
+        "ssh",
+        "--git-allowed-signers",
+        signers.to_str().unwrap(),
+    ];
+    // The repository's first commit is unsigned, and in force from a run
+    // without verification: once verification is on, it is not applied.
+    let unsigned = repo.head();
+    let d = start(tmp.path(), &url, &[]);
+    d.wait_for(
+        "the unsigned commit, unverified",
+        Duration::from_secs(30),
+        |s| s["git"]["inForce"]["commit"] == unsigned.as_str(),
     );
+    drop(d);
+    let d = start(tmp.path(), &url, &verify);
+    let s = d.wait_for(
+        "the unsigned commit in force refused",
+        Duration::from_secs(30),
+        |s| s["git"]["refused"]["commit"] == unsigned.as_str(),
+    );
+    assert_eq!(s["config"]["valid"], false, "{s:#}");
+    assert!(
+        s["config"]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("no commit accepted yet")),
+        "{s:#}"
+    );
+    // A signed tip above it is applied (only the tip is verified: it vouches
+    // for its history).
+    let first = repo.commit_signed("img-0", Signed::ByAllowed, &allowed, &unknown);
     d.wait_for(
         "the signed first commit applied",
         Duration::from_secs(30),
@@ -773,16 +792,24 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
         .collect();
     assert_eq!(
         applied_events.len(),
-        applied.len(),
-        "exactly the signed-by-allowed commits"
+        applied.len() + 1,
+        "exactly the signed-by-allowed commits (and the unsigned one the run without verification applied)"
     );
     let refused_events = events
         .iter()
         .filter(|e| e["event"] == "commit_refused")
         .count();
-    assert_eq!(refused_events, refused);
+    assert_eq!(
+        refused_events,
+        refused + 1,
+        "and the commit in force at the start"
+    );
     let by_reason = |r: &str| d.metric("poolwright_git_commits_refused_total", &[("reason", r)]);
-    assert_eq!(by_reason("unsigned"), 4.0);
+    assert_eq!(
+        by_reason("unsigned"),
+        5.0,
+        "4 tips and the commit in force at the start"
+    );
     assert_eq!(by_reason("unknown-key"), 4.0);
     assert_eq!(by_reason("bad-signature"), 4.0);
     println!(
