@@ -433,28 +433,36 @@ impl Mirror {
         )))
     }
 
-    /// For an https remote with `--git-ca-file`: gix's http options from
-    /// the (isolated) configuration, with the CAs added to the trusted roots.
+    /// For an http(s) remote: gix's http options from the (isolated)
+    /// configuration, with the fetch's own timeout on every request (the
+    /// reqwest client's default, 30 s a request, would fail a long first
+    /// fetch of a large repository) and `--git-ca-file`'s CAs trusted.
     fn https_options(
         &self,
         repo: &gix::Repository,
     ) -> Result<Option<Box<dyn std::any::Any>>, FetchError> {
         use gix::protocol::transport::client::blocking_io::http;
-        let Some(path) = &self.opts.ca_file else {
-            return Ok(None);
-        };
-        if !self.opts.url.starts_with("https://") {
+        if !self.opts.url.starts_with("https://") && !self.opts.url.starts_with("http://") {
             return Ok(None);
         }
-        let ca = |message: String| FetchError::Ca {
-            path: path.display().to_string(),
-            message,
+        let roots = match &self.opts.ca_file {
+            Some(path) if self.opts.url.starts_with("https://") => {
+                let ca = |message: String| FetchError::Ca {
+                    path: path.display().to_string(),
+                    message,
+                };
+                let pem =
+                    crate::files::read_regular(path, CA_LIMIT).map_err(|e| ca(e.to_string()))?;
+                let roots =
+                    reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
+                if roots.is_empty() {
+                    return Err(ca("no PEM certificate in it".into()));
+                }
+                roots
+            }
+            _ => Vec::new(),
         };
-        let pem = crate::files::read_regular(path, CA_LIMIT).map_err(|e| ca(e.to_string()))?;
-        let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
-        if roots.is_empty() {
-            return Err(ca("no PEM certificate in it".into()));
-        }
+        let timeout = self.opts.limits.timeout;
         let mut options = repo
             .transport_options(self.opts.url.as_str(), None)
             .map_err(|e| self.local(e))?
@@ -463,6 +471,7 @@ impl Mirror {
             .unwrap_or_default();
         options.backend = Some(Arc::new(Mutex::new(http::reqwest::Options {
             configure_client: Some(Box::new(move |mut builder| {
+                builder = builder.timeout(timeout);
                 for root in &roots {
                     builder = builder.add_root_certificate(root.clone());
                 }
