@@ -346,3 +346,86 @@ fn the_page_shows_a_change_across_pools_and_its_halt_live() {
     browser.screenshot(&screenshots().join("fleet-halted.png"));
     no_console_errors(&browser);
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `run --git-url` on the page: the config repo, the commit in force, and a
+/// refused commit with its reason.
+#[test]
+fn the_page_names_the_config_repo_and_a_refused_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (remote, work) = (root.join("remote.git"), root.join("work"));
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "--bare", "-b", "main"]);
+    std::fs::create_dir_all(work.join("pools")).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(
+        &work,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    let commit = |image: &str, subject: &str| {
+        std::fs::write(
+            work.join("pools/web.yaml"),
+            format!("apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: sim}}\nspec: {{type: sim, seed: 1, speed: 50}}\n---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 1\n  template: {{image: {image}}}\n"),
+        )
+        .unwrap();
+        git(&work, &["add", "."]);
+        git(&work, &["commit", "-q", "-m", subject]);
+        git(&work, &["push", "-q", "-f", "origin", "main"]);
+    };
+    commit("img-1", "the fleet");
+    let url = format!("file://{}", remote.display());
+    let d = Daemon::start(
+        root,
+        &[
+            "--git-url",
+            &url,
+            "--git-path",
+            "pools",
+            "--git-interval",
+            "1s",
+        ],
+    );
+    d.wait_for("the commit in force", Duration::from_secs(30), |s| {
+        s["git"]["inForce"]["subject"] == "the fleet"
+    });
+    git(
+        &work,
+        &["commit", "-q", "--amend", "-m", "history rewritten"],
+    );
+    git(&work, &["push", "-q", "-f", "origin", "main"]);
+    d.wait_for("the rewrite refused", Duration::from_secs(20), |s| {
+        s["git"]["refused"].is_object()
+    });
+    let browser = Browser::start();
+    browser.goto(&d.url);
+    let text = browser.wait_for(
+        "the config repo on the page",
+        Duration::from_secs(20),
+        "const e = document.getElementById('config-info'); return e && e.textContent.includes('refused') ? e.textContent : ''",
+    );
+    let text = text.as_str().unwrap();
+    assert!(text.contains(&url), "{text}");
+    assert!(text.contains("the fleet"), "the commit in force: {text}");
+    assert!(
+        text.contains("--git-allow-rewrite"),
+        "why it was refused: {text}"
+    );
+    no_console_errors(&browser);
+}

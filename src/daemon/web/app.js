@@ -378,6 +378,16 @@
     if (c.rejectedRevision) kv(dl, "rejected", h("span", { class: "err" }, mono(shortRev(c.rejectedRevision)), " ", c.rejectedRevision.subject || ""));
     kv(dl, "in force since", c.inForceSince ? when(c.inForceSince) : "—");
     kv(dl, "last load", c.lastLoadAt ? when(c.lastLoadAt) : "—");
+    // run --git-url: the repo, the last fetch, and what was not applied and why.
+    const g = S.status && S.status.git;
+    if (g) {
+      kv(dl, "config repo", mono(g.url || "?"), " ", mono(g.branch || ""), g.path ? " " : "", g.path ? mono(g.path) : "");
+      kv(dl, "in force", g.inForce ? h("span", null, mono(shortRev(g.inForce)), " ", g.inForce.subject || "") : "nothing yet");
+      kv(dl, "last fetch", g.lastFetchAt ? when(g.lastFetchAt) : "never",
+        g.fetched && (!g.inForce || g.fetched.commit !== g.inForce.commit) ? h("span", null, ", tip ", mono(shortRev(g.fetched))) : "");
+      if (g.error) kv(dl, "fetch failing", h("span", { class: "err" }, String(g.failures || 1), " in a row: ", g.error));
+      if (g.refused) kv(dl, "refused", h("span", { class: "err" }, mono((g.refused.commit || "").slice(0, 7)), " ", g.refused.reason || ""));
+    }
     const ul = $("config-errors"), errs = c.errors || [];
     ul.replaceChildren(...errs.map((e) => h("li", null, String(e))));
     ul.hidden = errs.length === 0;
