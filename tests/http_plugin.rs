@@ -8,6 +8,7 @@ mod support;
 
 use support::daemon;
 use support::fault_proxy;
+use support::git_servers::git;
 use support::moto;
 use support::plugin;
 use support::tls::{openssl, server_pki, test_ca, test_leaf};
@@ -558,23 +559,6 @@ fn kill_9_of_apply_mid_rollout_converges_without_acting_twice() {
     assert!(
         kills >= trials / 2,
         "most trials killed apply mid-rollout ({kills} kills in {trials} trials)"
-    );
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::browser::Browser;
 use support::daemon::Daemon;
+use support::git_servers::git;
 
 /// The README's main job: the examples, with the simulator sped up so a
 /// roll takes seconds.
@@ -345,23 +346,6 @@ fn the_page_shows_a_change_across_pools_and_its_halt_live() {
     std::fs::create_dir_all(screenshots()).unwrap();
     browser.screenshot(&screenshots().join("fleet-halted.png"));
     no_console_errors(&browser);
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// `run --git-url` on the page: the config repo, the commit in force, and a

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::git_servers::git;
 use daemon_support::Daemon;
 
 use serde_json::Value;
@@ -200,23 +201,6 @@ fn an_invalid_file_acts_on_nothing_and_status_says_where() {
         in_sync_with(4)(s) && s["reconcile"]["count"].as_u64().unwrap() > 2
     });
     assert_eq!(audit_calls(tmp.path(), "TerminateNode(").len(), 4);
-}
-
-pub(crate) fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

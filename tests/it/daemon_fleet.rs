@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::daemon::git;
 use crate::support::daemon::Daemon;
+use crate::support::git_servers::git;
 
 const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, seed: 3, speed: 1000}\n";
 const POOLS: usize = 300;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::daemon::git;
 use crate::support::daemon::Daemon;
 use crate::support::git_servers;
+use crate::support::git_servers::git;
 
 const PROVIDER: &str = "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 7\n  speed: 50\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 5s}\n  drainTime: {fixed: 10s}\n  terminateTime: {fixed: 5s}\n";
 

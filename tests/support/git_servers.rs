@@ -35,6 +35,25 @@ fn spawn(cmd: &mut Command, what: &str, log: &Path) -> Child {
         })
 }
 
+/// Run `git` in `dir` as a fixed author; a failure fails the test with
+/// git's own words.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A server process in a process group of its own (its workers with it),
 /// killed with them when dropped.
 pub struct Server {
