@@ -543,15 +543,6 @@ impl Mirror {
     }
 }
 
-impl From<gix::Error> for FetchError {
-    fn from(e: gix::Error) -> Self {
-        FetchError::Local {
-            path: String::new(),
-            message: causes(&e),
-        }
-    }
-}
-
 /// An error and its causes, outermost first, each said once.
 fn causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();

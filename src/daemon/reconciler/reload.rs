@@ -172,6 +172,8 @@ impl Reconciler {
         };
         let first_load = self.in_force.is_none();
         let short = revision.as_ref().map(Revision::short);
+        // Kept for a restart before status names it.
+        self.confirm_commit(revision.as_ref(), now);
         self.board.update(|d| {
             if changed {
                 // An unchanged pool's plan is the same under the new revision.
@@ -188,7 +190,6 @@ impl Reconciler {
                 d.config.in_force_since = Some(now);
             }
         });
-        self.confirm_commit(revision.as_ref(), now);
         // The pools of the desired state in force before, and now: one that
         // left the files is planned too (left alone, or deleted with --prune).
         self.in_force = Some(InForce {
