@@ -38,10 +38,11 @@ fi
 # git's own servers for `run --git-url` (tests/support/git_servers.rs): `git daemon`
 # and `git http-backend` come with git; lighttpd (with its TLS module) hosts the
 # backend for https with a token, and OpenSSH's sshd serves ssh:// with a deploy key.
-if ! [ -x /usr/sbin/lighttpd ] || ! [ -e /usr/lib/lighttpd/mod_openssl.so ] || ! [ -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
-  echo "== installing lighttpd, lighttpd-mod-openssl and openssh-server (apt)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lighttpd lighttpd-mod-openssl openssh-server openssh-client; } >/dev/null \
-    || { echo "scripts/test.sh: lighttpd, lighttpd-mod-openssl and openssh-server are required (the config repo tests) and could not be installed" >&2; exit 1; }
+# GnuPG makes the OpenPGP keys and signatures of the --git-verify gpg test.
+if ! [ -x /usr/sbin/lighttpd ] || ! [ -e /usr/lib/lighttpd/mod_openssl.so ] || ! [ -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null || ! command -v gpg >/dev/null || ! command -v gpg-agent >/dev/null; then
+  echo "== installing lighttpd, lighttpd-mod-openssl, openssh-server and gnupg (apt)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lighttpd lighttpd-mod-openssl openssh-server openssh-client gnupg; } >/dev/null \
+    || { echo "scripts/test.sh: lighttpd, lighttpd-mod-openssl, openssh-server and gnupg are required (the config repo tests) and could not be installed" >&2; exit 1; }
 fi
 # Debian starts the services it installs where it can; the tests start their own.
 for unit in lighttpd ssh; do

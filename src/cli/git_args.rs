@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::git::mirror::{FetchLimits, RemoteOptions};
+use crate::git::verify::Format;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct GitArgs {
@@ -53,14 +54,24 @@ pub struct GitArgs {
     /// A fetch may not bring more objects than this
     #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), value_name = "N", requires = "git_url")]
     pub git_max_objects: u64,
-    /// Apply only branch tips signed by an allowed key: `ssh` (git's
-    /// `gpg.format ssh`), with --git-allowed-signers
-    #[arg(long, value_enum, value_name = "FORMAT", requires_all = ["git_url", "git_allowed_signers"])]
+    /// Apply only branch tips signed by a trusted key: `ssh` (git's
+    /// `gpg.format ssh`) with --git-allowed-signers, or `gpg` (OpenPGP, git's
+    /// default) with --git-keyring
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "git_url")]
     pub git_verify: Option<VerifyFormat>,
-    /// The allowed signers file (git's `gpg.ssh.allowedSignersFile` format),
-    /// read again for every fetched tip
-    #[arg(long, value_name = "FILE", requires = "git_verify")]
+    /// --git-verify ssh: the allowed signers file (git's
+    /// `gpg.ssh.allowedSignersFile` format), read again for every fetched tip
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_if_eq("git_verify", "ssh"),
+        conflicts_with = "git_keyring"
+    )]
     pub git_allowed_signers: Option<PathBuf>,
+    /// --git-verify gpg: the public keys that may sign (`gpg --export
+    /// [--armor] KEYID...`), read again for every fetched tip
+    #[arg(long, value_name = "FILE", required_if_eq("git_verify", "gpg"))]
+    pub git_keyring: Option<PathBuf>,
     /// Take push webhooks (GitHub, Gitea, Forgejo, GitLab) at POST
     /// /v1/hooks/git, signed with the secret in this file (at least 32
     /// bytes; read again on every webhook)
@@ -89,7 +100,7 @@ impl GitArgs {
             fetch: crate::daemon::fetcher::FetchSettings {
                 interval: self.git_interval.max(Duration::from_secs(1)),
                 allow_rewrite: self.git_allow_rewrite,
-                allowed_signers: self.git_verify.and(self.git_allowed_signers.clone()),
+                verify: self.verify(),
             },
             webhook_secret_file: self.webhook_secret_file.clone(),
         })
@@ -100,6 +111,18 @@ impl GitArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum VerifyFormat {
     Ssh,
+    Gpg,
+}
+
+impl GitArgs {
+    /// `--git-verify` with its keys file (clap makes sure the file is given).
+    fn verify(&self) -> Option<crate::daemon::fetcher::Verify> {
+        let (format, keys) = match self.git_verify? {
+            VerifyFormat::Ssh => (Format::Ssh, self.git_allowed_signers.clone()?),
+            VerifyFormat::Gpg => (Format::OpenPgp, self.git_keyring.clone()?),
+        };
+        Some(crate::daemon::fetcher::Verify { format, keys })
+    }
 }
 
 /// A relative path inside the repository, without `..`.

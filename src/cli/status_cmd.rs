@@ -81,6 +81,11 @@ fn render_git(g: &crate::daemon::board::GitStatus) -> String {
         Some(r) => out.push_str(&format!("{} in force\n", short(r))),
         None => out.push_str("nothing in force yet (no commit fetched)\n"),
     }
+    if let Some(format) = &g.verify {
+        out.push_str(&format!(
+            "  only tips signed by a trusted key are applied (--git-verify {format})\n"
+        ));
+    }
     match (&g.error, g.last_fetch_at) {
         (Some(e), last) => out.push_str(&format!(
             "  FETCH FAILING ({} in a row): {e}\n  last good fetch: {}; next try {}\n",

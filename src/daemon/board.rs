@@ -239,6 +239,10 @@ pub struct GitStatus {
     pub url: String,
     pub branch: String,
     pub path: String,
+    /// `--git-verify`: only tips signed by a trusted key are applied
+    /// (`ssh` or `gpg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<String>,
     /// The commit applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_force: Option<Revision>,

@@ -19,7 +19,7 @@ use super::board::{Board, GitStatus, RefusedCommit};
 use super::metrics::{Metrics, RefusedLabels};
 use super::source::RemoteSource;
 use crate::git::mirror::{Fetched, Lineage};
-use crate::git::verify::{AllowedSigners, Unverified};
+use crate::git::verify::{Format, Trusted};
 use crate::model::{Event, EventKind};
 use crate::reconcile::EventSink;
 
@@ -28,13 +28,18 @@ use crate::reconcile::EventSink;
 pub struct FetchSettings {
     pub interval: Duration,
     pub allow_rewrite: bool,
-    /// `--git-verify ssh`: the allowed signers file (read again on every
-    /// fetched tip, so keys can be added and revoked without a restart).
-    pub allowed_signers: Option<std::path::PathBuf>,
+    /// `--git-verify`: the format and the file of the trusted keys (read
+    /// again on every fetched tip, so keys can be added and revoked without
+    /// a restart).
+    pub verify: Option<Verify>,
 }
 
-/// The largest allowed signers file read.
-const SIGNERS_LIMIT: u64 = 1024 * 1024;
+/// `--git-verify FORMAT` with its keys file.
+#[derive(Clone, Debug)]
+pub struct Verify {
+    pub format: Format,
+    pub keys: std::path::PathBuf,
+}
 
 /// "Fetch now", from a push webhook, with the commit it announced.
 #[derive(Clone, Debug)]
@@ -99,6 +104,11 @@ impl Fetcher {
                 url: self.source.mirror.shown_url(),
                 branch: o.branch.clone(),
                 path: o.path.display().to_string(),
+                verify: self
+                    .settings
+                    .verify
+                    .as_ref()
+                    .map(|v| v.format.as_str().to_string()),
                 in_force: self
                     .source
                     .in_force()
@@ -276,14 +286,14 @@ impl Fetcher {
         None
     }
 
-    /// With `--git-verify ssh`: is the tip signed by an allowed key?
+    /// With `--git-verify`: is the tip signed by a trusted key?
     async fn verified(&self, tip: &str) -> Result<(), (&'static str, String)> {
-        let Some(path) = self.settings.allowed_signers.clone() else {
+        let Some(verify) = self.settings.verify.clone() else {
             return Ok(());
         };
         let (source, commit) = (self.source.clone(), tip.to_string());
         let checked =
-            tokio::task::spawn_blocking(move || verify_commit(&source, &path, &commit)).await;
+            tokio::task::spawn_blocking(move || verify_commit(&source, &verify, &commit)).await;
         checked.unwrap_or_else(|e| Err(("unreadable", format!("verifying {tip}: {e}"))))
     }
 
@@ -316,35 +326,29 @@ impl Fetcher {
     }
 }
 
-/// Is `commit` signed by a key of the allowed signers file at `path`? The
-/// refusal's reason label and message when not.
+/// Is `commit` signed by a key `verify` trusts? The refusal's reason label
+/// and message when not.
 pub fn verify_commit(
     source: &RemoteSource,
-    path: &std::path::Path,
+    verify: &Verify,
     commit: &str,
 ) -> Result<(), (&'static str, String)> {
-    let text = crate::files::read_regular_text(path, SIGNERS_LIMIT)
-        .map_err(|e| ("signers", format!("reading {}: {e}", path.display())))?;
-    let allowed = AllowedSigners::parse(&text)
-        .map_err(|e| ("signers", format!("{}: {e}", path.display())))?;
+    let trusted = Trusted::load(verify.format, &verify.keys).map_err(|e| ("signers", e))?;
     let (signature, payload, time) = source
         .mirror
         .signature(commit)
         .map_err(|e| ("unreadable", format!("reading commit {commit}: {e:#}")))?;
-    allowed
+    trusted
         .verify(signature.as_deref(), &payload, time)
         .map(|_| ())
         .map_err(|why| {
-            let reason = match why {
-                Unverified::Unsigned => "unsigned",
-                Unverified::OtherFormat | Unverified::Malformed(_) => "bad-signature",
-                Unverified::UnknownKey(_) => "unknown-key",
-                Unverified::BadSignature(_) => "bad-signature",
-                Unverified::NotValidHere(_) => "key-not-valid",
-            };
             (
-                reason,
-                format!("{} is not applied: {why} (--git-verify ssh)", short(commit)),
+                why.reason(),
+                format!(
+                    "{} is not applied: {why} (--git-verify {})",
+                    short(commit),
+                    verify.format.as_str()
+                ),
             )
         })
 }

@@ -130,8 +130,8 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
             let remote = source::RemoteSource::new(mirror);
             // A commit in force from before --git-verify was turned on is
             // applied only if it passes the check too.
-            if let (Some(path), Some(commit)) = (&git.fetch.allowed_signers, remote.in_force())
-                && let Err((_, why)) = fetcher::verify_commit(&remote, path, &commit)
+            if let (Some(verify), Some(commit)) = (&git.fetch.verify, remote.in_force())
+                && let Err((_, why)) = fetcher::verify_commit(&remote, verify, &commit)
             {
                 tracing::error!(
                     "the commit in force: {why}; nothing is applied until a verified tip is fetched"
@@ -161,14 +161,12 @@ fn check_trust(git: &GitOptions) -> anyhow::Result<()> {
         "--git-token-file: a token is only sent over https://, and --git-url is {}",
         crate::git::mirror::shown_url(url)
     );
-    if let Some(path) = &git.fetch.allowed_signers {
-        let text = crate::files::read_regular_text(path, 1024 * 1024)
-            .map_err(|e| anyhow::anyhow!("--git-allowed-signers {}: {e}", path.display()))?;
-        crate::git::verify::AllowedSigners::parse(&text)
-            .map_err(|e| anyhow::anyhow!("--git-allowed-signers {}: {e}", path.display()))?;
+    if let Some(verify) = &git.fetch.verify {
+        crate::git::verify::Trusted::load(verify.format, &verify.keys)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     } else if url.starts_with("git://") || url.starts_with("http://") {
         tracing::warn!(
-            "--git-url {url}: this transport has no integrity (anyone on the network path can serve a commit); use https:// or ssh, or --git-verify ssh"
+            "--git-url {url}: this transport has no integrity (anyone on the network path can serve a commit); use https:// or ssh, or --git-verify"
         );
     }
     Ok(())

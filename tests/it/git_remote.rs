@@ -596,6 +596,32 @@ fn bad_remote_settings_are_refused_before_anything_starts() {
             "cannot be used with",
         ),
         (
+            vec!["--git-url", "file:///x", "--git-verify", "gpg"],
+            "--git-keyring",
+        ),
+        (
+            vec![
+                "--git-url",
+                "file:///x",
+                "--git-verify",
+                "gpg",
+                "--git-keyring",
+                short.to_str().unwrap(),
+            ],
+            "not an OpenPGP keyring",
+        ),
+        (
+            vec![
+                "--git-url",
+                "file:///x",
+                "--git-verify",
+                "ssh",
+                "--git-allowed-signers",
+                short.to_str().unwrap(),
+            ],
+            "no public key",
+        ),
+        (
             vec![
                 "--git-url",
                 "http://git.example.com/pools.git",
@@ -624,36 +650,121 @@ enum Signed {
     Tampered,
 }
 
+/// The trusted key and an unknown one, in either format git signs with.
+enum Keys {
+    Ssh {
+        allowed: PathBuf,
+        unknown: PathBuf,
+    },
+    Gpg {
+        gnupg: git_servers::Gnupg,
+        allowed: String,
+        unknown: String,
+        keyring: PathBuf,
+    },
+}
+
+impl Keys {
+    /// The keys, and the daemon's flags that trust the allowed one.
+    fn new(format: &str, dir: &Path) -> (Keys, Vec<String>) {
+        let trust = |flag: &str, file: &Path| {
+            ["--git-verify", format, flag, file.to_str().unwrap()]
+                .map(String::from)
+                .to_vec()
+        };
+        if format == "ssh" {
+            let allowed = dir.join("allowed_key");
+            let unknown = dir.join("unknown_key");
+            let allowed_pub = git_servers::ssh_keygen(&allowed, "release@example.com");
+            git_servers::ssh_keygen(&unknown, "intruder@example.com");
+            let signers = dir.join("allowed_signers");
+            std::fs::write(
+                &signers,
+                format!("# who may roll production\nrelease@example.com namespaces=\"git\" {allowed_pub}\n"),
+            )
+            .unwrap();
+            let flags = trust("--git-allowed-signers", &signers);
+            (Keys::Ssh { allowed, unknown }, flags)
+        } else {
+            let gnupg = git_servers::Gnupg::new(dir);
+            let allowed = gnupg.key("release@example.com");
+            let unknown = gnupg.key("intruder@example.com");
+            let keyring = dir.join("keyring.asc");
+            std::fs::write(&keyring, gnupg.export(&[&allowed])).unwrap();
+            let flags = trust("--git-keyring", &keyring);
+            (
+                Keys::Gpg {
+                    gnupg,
+                    allowed,
+                    unknown,
+                    keyring,
+                },
+                flags,
+            )
+        }
+    }
+
+    /// Commit in `work`, signed by the allowed key or the unknown one.
+    fn commit(&self, work: &Path, by_allowed: bool, subject: &str) {
+        match self {
+            Keys::Ssh { allowed, unknown } => {
+                let key = if by_allowed { allowed } else { unknown };
+                git(
+                    work,
+                    &[
+                        "-c",
+                        "gpg.format=ssh",
+                        "-c",
+                        &format!("user.signingkey={}", key.display()),
+                        "commit",
+                        "-q",
+                        "-S",
+                        "-m",
+                        subject,
+                    ],
+                )
+            }
+            Keys::Gpg {
+                gnupg,
+                allowed,
+                unknown,
+                ..
+            } => {
+                let key = if by_allowed { allowed } else { unknown };
+                git_servers::git_with(
+                    work,
+                    &[
+                        "-c",
+                        "gpg.format=openpgp",
+                        "-c",
+                        &format!("user.signingkey={key}"),
+                        "commit",
+                        "-q",
+                        "-S",
+                        "-m",
+                        subject,
+                    ],
+                    &[("GNUPGHOME", gnupg.home.as_path())],
+                )
+            }
+        }
+    }
+}
+
 impl Repo {
     /// Commit `web` at `image`, signed as `how`, and push it; its id.
-    fn commit_signed(&self, image: &str, how: Signed, allowed: &Path, unknown: &Path) -> String {
+    fn commit_signed(&self, image: &str, how: Signed, keys: &Keys) -> String {
         std::fs::write(self.work.join("pools/web.yaml"), pool(image)).unwrap();
         git(&self.work, &["add", "."]);
         let subject = format!("roll web to {image}");
-        let sign = |key: &Path| {
-            git(
-                &self.work,
-                &[
-                    "-c",
-                    "gpg.format=ssh",
-                    "-c",
-                    &format!("user.signingkey={}", key.display()),
-                    "commit",
-                    "-q",
-                    "-S",
-                    "-m",
-                    &subject,
-                ],
-            )
-        };
         match how {
-            Signed::ByAllowed => sign(allowed),
-            Signed::ByUnknown => sign(unknown),
+            Signed::ByAllowed => keys.commit(&self.work, true, &subject),
+            Signed::ByUnknown => keys.commit(&self.work, false, &subject),
             Signed::Unsigned => git(&self.work, &["commit", "-q", "-m", &subject]),
             Signed::Tampered => {
                 // Signed by the allowed key, then its message changed: the
                 // signature no longer covers the commit.
-                sign(allowed);
+                keys.commit(&self.work, true, &subject);
                 let raw = Command::new("git")
                     .current_dir(&self.work)
                     .args(["cat-file", "commit", "HEAD"])
@@ -681,28 +792,23 @@ impl Repo {
 }
 
 #[test]
-fn only_tips_signed_by_an_allowed_key_are_applied() {
+fn only_tips_signed_by_an_allowed_ssh_key_are_applied() {
+    signed_tips_only("ssh");
+}
+
+#[test]
+fn only_tips_signed_by_a_gpg_key_of_the_keyring_are_applied() {
+    signed_tips_only("gpg");
+}
+
+/// 21 commits signed by the allowed key, unsigned, signed by an unknown key
+/// or tampered with: exactly those signed by the allowed key are applied.
+fn signed_tips_only(format: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let allowed = tmp.path().join("allowed_key");
-    let unknown = tmp.path().join("unknown_key");
-    let allowed_pub = git_servers::ssh_keygen(&allowed, "release@example.com");
-    git_servers::ssh_keygen(&unknown, "intruder@example.com");
-    let signers = tmp.path().join("allowed_signers");
-    std::fs::write(
-        &signers,
-        format!(
-            "# who may roll production\nrelease@example.com namespaces=\"git\" {allowed_pub}\n"
-        ),
-    )
-    .unwrap();
+    let (keys, verify) = Keys::new(format, tmp.path());
+    let verify: Vec<&str> = verify.iter().map(String::as_str).collect();
     let repo = Repo::new(tmp.path());
     let url = repo.file_url();
-    let verify = [
-        "--git-verify",
-        "ssh",
-        "--git-allowed-signers",
-        signers.to_str().unwrap(),
-    ];
     // The repository's first commit is unsigned, and in force from a run
     // without verification: once verification is on, it is not applied.
     let unsigned = repo.head();
@@ -728,7 +834,7 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
     );
     // A signed tip above it is applied (only the tip is verified: it vouches
     // for its history).
-    let first = repo.commit_signed("img-0", Signed::ByAllowed, &allowed, &unknown);
+    let first = repo.commit_signed("img-0", Signed::ByAllowed, &keys);
     d.wait_for(
         "the signed first commit applied",
         Duration::from_secs(30),
@@ -746,7 +852,7 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
     let mut refused = 0;
     for i in 1..=20 {
         let how = kinds[i % kinds.len()];
-        let tip = repo.commit_signed(&format!("img-{i}"), how, &allowed, &unknown);
+        let tip = repo.commit_signed(&format!("img-{i}"), how, &keys);
         let s = d.wait_for(
             &format!("commit {i} ({how:?}) fetched"),
             Duration::from_secs(20),
@@ -777,7 +883,7 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
             let reason = s["git"]["refused"]["reason"].as_str().unwrap();
             let says = match how {
                 Signed::Unsigned => "not signed",
-                Signed::ByUnknown => "not in the allowed signers",
+                Signed::ByUnknown => "not among the trusted keys",
                 Signed::Tampered => "does not match the commit",
                 Signed::ByAllowed => unreachable!(),
             };
@@ -812,8 +918,32 @@ fn only_tips_signed_by_an_allowed_key_are_applied() {
     );
     assert_eq!(by_reason("unknown-key"), 4.0);
     assert_eq!(by_reason("bad-signature"), 4.0);
+    if let Keys::Gpg {
+        gnupg,
+        allowed,
+        keyring,
+        ..
+    } = &keys
+    {
+        // The key's revocation exported into the keyring: its next
+        // signature is refused, without a restart.
+        std::fs::write(keyring, gnupg.revoked(allowed)).unwrap();
+        let tip = repo.commit_signed("img-revoked", Signed::ByAllowed, &keys);
+        let s = d.wait_for(
+            "a tip signed by the revoked key refused",
+            Duration::from_secs(20),
+            |s| s["git"]["refused"]["commit"] == tip.as_str(),
+        );
+        let reason = s["git"]["refused"]["reason"].as_str().unwrap();
+        assert!(reason.contains("revoked"), "{reason}");
+        assert_eq!(
+            s["git"]["inForce"]["commit"],
+            applied.last().unwrap().as_str()
+        );
+        assert_eq!(by_reason("key-not-valid"), 1.0);
+    }
     println!(
-        "verification: {} of 21 commits applied (all signed by the allowed key), {refused} refused, 0 unsigned applied",
+        "verification ({format}): {} of 21 commits applied (all signed by the allowed key), {refused} refused, 0 unsigned applied",
         applied.len()
     );
 }

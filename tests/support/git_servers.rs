@@ -6,7 +6,7 @@
 //! cannot start fails the test with the reason.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,9 +38,15 @@ fn spawn(cmd: &mut Command, what: &str, log: &Path) -> Child {
 /// Run `git` in `dir` as a fixed author; a failure fails the test with
 /// git's own words.
 pub fn git(dir: &Path, args: &[&str]) {
+    git_with(dir, args, &[]);
+}
+
+/// `git` with further environment (`GNUPGHOME` for signing with gpg).
+pub fn git_with(dir: &Path, args: &[&str], env: &[(&str, &Path)]) {
     let out = Command::new("git")
         .current_dir(dir)
         .args(args)
+        .envs(env.iter().copied())
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@example.com")
         .env("GIT_COMMITTER_NAME", "t")
@@ -169,6 +175,99 @@ pub fn ssh_keygen(path: &Path, comment: &str) -> String {
         .unwrap()
         .trim()
         .to_string()
+}
+
+/// A GnuPG home of its own, for OpenPGP keys that sign commits; its agent
+/// is stopped when it is dropped.
+pub struct Gnupg {
+    pub home: PathBuf,
+}
+
+impl Gnupg {
+    pub fn new(base: &Path) -> Gnupg {
+        let home = base.join("gnupg");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        Gnupg { home }
+    }
+
+    fn gpg(&self, args: &[&str]) -> Vec<u8> {
+        let out = Command::new("gpg")
+            .env("GNUPGHOME", &self.home)
+            .args([
+                "--batch",
+                "--no-tty",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+            ])
+            .args(args)
+            .output()
+            .expect("gpg runs (Debian's gnupg)");
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// A new ed25519 signing key for `email`; its fingerprint.
+    pub fn key(&self, email: &str) -> String {
+        self.gpg(&[
+            "--quick-gen-key",
+            &format!("Test <{email}>"),
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+        let listing =
+            String::from_utf8(self.gpg(&["--with-colons", "--list-keys", email])).unwrap();
+        listing
+            .lines()
+            .find_map(|l| l.strip_prefix("fpr:"))
+            .and_then(|l| l.split(':').find(|f| !f.is_empty()))
+            .expect("a fingerprint")
+            .to_string()
+    }
+
+    /// The public key `fingerprint` with its revocation (the certificate
+    /// gpg made with the key), armored; this home still signs with it.
+    pub fn revoked(&self, fingerprint: &str) -> Vec<u8> {
+        let other = Gnupg::new(&self.home);
+        let public = self.home.join("public.asc");
+        std::fs::write(&public, self.export(&[fingerprint])).unwrap();
+        other.gpg(&["--import", public.to_str().unwrap()]);
+        let cert = self
+            .home
+            .join(format!("openpgp-revocs.d/{fingerprint}.rev"));
+        // gpg writes it with a leading ':' so it is not imported by mistake.
+        let text = std::fs::read_to_string(cert)
+            .unwrap()
+            .replace(":-----BEGIN", "-----BEGIN");
+        let armored = self.home.join("revocation.asc");
+        std::fs::write(&armored, text).unwrap();
+        other.gpg(&["--import", armored.to_str().unwrap()]);
+        other.export(&[fingerprint])
+    }
+
+    /// The public keys of `fingerprints`, armored, as `gpg --export` writes them.
+    pub fn export(&self, fingerprints: &[&str]) -> Vec<u8> {
+        let mut args = vec!["--armor", "--export"];
+        args.extend_from_slice(fingerprints);
+        self.gpg(&args)
+    }
+}
+
+impl Drop for Gnupg {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .env("GNUPGHOME", &self.home)
+            .args(["--kill", "gpg-agent"])
+            .output();
+    }
 }
 
 pub fn sshd(base: &Path, authorized_pub: &str) -> Sshd {

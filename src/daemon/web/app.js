@@ -382,6 +382,7 @@
     const g = S.status && S.status.git;
     if (g) {
       kv(dl, "config repo", mono(g.url || "?"), " ", mono(g.branch || ""), g.path ? " " : "", g.path ? mono(g.path) : "");
+      if (g.verify) kv(dl, "signed tips only", mono("--git-verify " + g.verify));
       kv(dl, "in force", g.inForce ? h("span", null, mono(shortRev(g.inForce)), " ", g.inForce.subject || "") : "nothing yet");
       kv(dl, "last fetch", g.lastFetchAt ? when(g.lastFetchAt) : "never",
         g.fetched && (!g.inForce || g.fetched.commit !== g.inForce.commit) ? h("span", null, ", tip ", mono(shortRev(g.fetched))) : "");

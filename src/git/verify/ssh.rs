@@ -1,11 +1,11 @@
-//! Only verified commits (`run --git-verify ssh`): the branch tip must carry
-//! an SSH signature (git's `gpg.format ssh`) made by a key of the allowed
-//! signers file, in the format of git's `gpg.ssh.allowedSignersFile`.
-//! Verified with the `ssh-key` crate, never by running `ssh-keygen`.
-
-use std::fmt;
+//! `--git-verify ssh`: the branch tip must carry an SSH signature (git's
+//! `gpg.format ssh`) made by a key of the allowed signers file, in the
+//! format of git's `gpg.ssh.allowedSignersFile`. Verified with the `ssh-key`
+//! crate, never by running `ssh-keygen`.
 
 use ssh_key::{PublicKey, SshSig};
+
+use super::Unverified;
 
 /// The namespace git signs commits in.
 const NAMESPACE: &str = "git";
@@ -26,42 +26,6 @@ struct Signer {
 #[derive(Clone, Debug, Default)]
 pub struct AllowedSigners {
     signers: Vec<Signer>,
-}
-
-/// Why a commit is not verified.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Unverified {
-    Unsigned,
-    /// Signed, but not with SSH (an OpenPGP or X.509 signature).
-    OtherFormat,
-    Malformed(String),
-    /// Signed by a key that is not allowed.
-    UnknownKey(String),
-    /// An allowed key, but the signature does not match the commit.
-    BadSignature(String),
-    /// An allowed key, outside its namespaces or validity.
-    NotValidHere(String),
-}
-
-impl fmt::Display for Unverified {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unverified::Unsigned => write!(f, "the commit is not signed"),
-            Unverified::OtherFormat => write!(
-                f,
-                "the commit is signed, but not with SSH (--git-verify ssh takes SSH signatures)"
-            ),
-            Unverified::Malformed(e) => write!(f, "the signature cannot be read: {e}"),
-            Unverified::UnknownKey(k) => {
-                write!(f, "signed by {k}, which is not in the allowed signers")
-            }
-            Unverified::BadSignature(who) => write!(
-                f,
-                "the signature by {who} does not match the commit (tampered?)"
-            ),
-            Unverified::NotValidHere(why) => write!(f, "{why}"),
-        }
-    }
 }
 
 impl AllowedSigners {
@@ -107,7 +71,7 @@ impl AllowedSigners {
             .trim_start()
             .starts_with("-----BEGIN SSH SIGNATURE-----")
         {
-            return Err(Unverified::OtherFormat);
+            return Err(Unverified::OtherFormat("SSH"));
         }
         let sig = SshSig::from_pem(text.trim().as_bytes())
             .map_err(|e| Unverified::Malformed(e.to_string()))?;
@@ -279,7 +243,7 @@ mod tests {
         assert_eq!(allowed.verify(None, b"tree", 0), Err(Unverified::Unsigned));
         assert_eq!(
             allowed.verify(Some(b"-----BEGIN PGP SIGNATURE-----\n..."), b"tree", 0),
-            Err(Unverified::OtherFormat)
+            Err(Unverified::OtherFormat("SSH"))
         );
         assert!(matches!(
             allowed.verify(
