@@ -8,10 +8,12 @@
 //!    from the new commit (its status names the revision).
 //! 3. poll: the same without webhooks, `--git-interval 5s`: from the push to
 //!    the plan.
+//! 4. previews: `--preview-refs refs/heads/pr/*` on 100 and 1,000 pools; for
+//!    each of PREVIEWS new branches, from its push webhook to its preview served.
 //!
 //! cargo bench --bench git_fetch
-//!   POOLWRIGHT_BENCH_ONLY (fetch,webhook,poll), _FILES (10000), _COMMITS (5000),
-//!   _PUSHES (50), _POLLS (10)
+//!   POOLWRIGHT_BENCH_ONLY (fetch,webhook,poll,previews), _FILES (10000),
+//!   _COMMITS (5000), _PUSHES (50), _POLLS (10), _PREVIEWS (20)
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -157,6 +159,7 @@ fn fetch(files: usize, commits: usize) {
             ssh_key: None,
             known_hosts: None,
             limits: FetchLimits::default(),
+            preview_refs: Vec::new(),
         },
     )
     .unwrap();
@@ -353,8 +356,111 @@ fn pushes(webhook: bool, n: usize) {
     );
 }
 
+/// A daemon with `--preview-refs refs/heads/pr/*` on a repo of `files`
+/// pools; `n` times: a new branch pr/N that rolls one pool, pushed, and its
+/// signed push webhook sent; from the webhook to `/v1/previews` naming the
+/// branch's commit.
+fn previews(n: usize, files: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let remote = root.join("remote.git");
+    make_repo(&remote, files, 2);
+    let secret = "bench-secret-0123456789abcdef-0123456789";
+    std::fs::write(root.join("secret"), secret).unwrap();
+    let url = format!("file://{}", remote.display());
+    let d = start(
+        root,
+        &[
+            "--git-url",
+            &url,
+            "--git-path",
+            "pools",
+            "--git-interval",
+            "1h",
+            "--webhook-secret-file",
+            "secret",
+            "--preview-refs",
+            "refs/heads/pr/*",
+        ],
+    );
+    let work = root.join("work");
+    // The first push makes the clone; main's tip is planned first.
+    let first = push_one(root, &work, &remote, "img-main");
+    let body = format!(r#"{{"ref":"refs/heads/main","after":"{first}"}}"#);
+    let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
+    let hook = |body: &str, sig: &str| {
+        request(
+            &d.url,
+            "POST",
+            "/v1/hooks/git",
+            &[
+                ("X-GitHub-Event".into(), "push".into()),
+                ("X-Hub-Signature-256".into(), format!("sha256={sig}")),
+                ("Content-Type".into(), "application/json".into()),
+            ],
+            body.as_bytes(),
+        )
+    };
+    hook(&body, &sig);
+    wait_planned(&d, &first, Duration::from_secs(120));
+    let mut took = Vec::new();
+    for i in 0..n {
+        let branch = format!("pr/{i}");
+        git(&work, &["checkout", "-q", "-B", &branch, "main"]);
+        std::fs::write(
+            work.join("pools/pool-00002.yaml"),
+            pool("pool-00002", &format!("img-pr-{i}")),
+        )
+        .unwrap();
+        git(
+            &work,
+            &["commit", "-q", "-am", &format!("roll pool-00002 ({i})")],
+        );
+        git(&work, &["push", "-q", "origin", &branch]);
+        let out = Command::new("git")
+            .current_dir(&work)
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap();
+        let tip = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let git_ref = format!("refs/heads/{branch}");
+        let body = format!(r#"{{"ref":"{git_ref}","after":"{tip}"}}"#);
+        let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
+        let t = Instant::now();
+        let (code, text) = hook(&body, &sig);
+        assert_eq!(code, 202, "{text}");
+        loop {
+            let (_, body) = request(&d.url, "GET", "/v1/previews", &[], b"");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            let p = &v["previews"][git_ref.as_str()];
+            if p["commit"]["commit"] == tip.as_str() {
+                assert!(p["summary"]["roll"] == 1, "{p}");
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{git_ref} was not previewed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        took.push(t.elapsed().as_secs_f64());
+        git(&work, &["checkout", "-q", "main"]);
+    }
+    took.sort_by(f64::total_cmp);
+    println!(
+        "git_fetch previews: {files} pools, {n} branches, webhook -> the branch's preview served: p50 {:.3}s p90 {:.3}s p99 {:.3}s max {:.3}s",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1],
+    );
+}
+
 fn main() {
-    let only: String = env_or("POOLWRIGHT_BENCH_ONLY", "fetch,webhook,poll".to_string());
+    let only: String = env_or(
+        "POOLWRIGHT_BENCH_ONLY",
+        "fetch,webhook,poll,previews".to_string(),
+    );
     if only.contains("fetch") {
         fetch(
             env_or("POOLWRIGHT_BENCH_FILES", 10_000),
@@ -366,5 +472,10 @@ fn main() {
     }
     if only.contains("poll") {
         pushes(false, env_or("POOLWRIGHT_BENCH_POLLS", 10));
+    }
+    if only.contains("previews") {
+        for files in [100, 1_000] {
+            previews(env_or("POOLWRIGHT_BENCH_PREVIEWS", 20), files);
+        }
     }
 }

@@ -389,9 +389,17 @@ fn the_page_names_the_config_repo_and_a_refused_commit() {
     d.wait_for("the commit in force", Duration::from_secs(30), |s| {
         s["git"]["inForce"]["subject"] == "the fleet"
     });
+    // History rewritten, and web's image with it: refused, and previewed.
+    std::fs::write(
+        work.join("pools/web.yaml"),
+        std::fs::read_to_string(work.join("pools/web.yaml"))
+            .unwrap()
+            .replace("img-1", "img-2"),
+    )
+    .unwrap();
     git(
         &work,
-        &["commit", "-q", "--amend", "-m", "history rewritten"],
+        &["commit", "-q", "--amend", "-am", "history rewritten"],
     );
     git(&work, &["push", "-q", "-f", "origin", "main"]);
     d.wait_for("the rewrite refused", Duration::from_secs(20), |s| {
@@ -411,5 +419,28 @@ fn the_page_names_the_config_repo_and_a_refused_commit() {
         text.contains("--git-allow-rewrite"),
         "why it was refused: {text}"
     );
+    // The refused tip's plan, under the previews: what it would do.
+    let preview = browser.wait_for(
+        "the refused tip's preview",
+        Duration::from_secs(20),
+        "const e = document.getElementById('previews'); return e && !document.getElementById('previews-sec').hidden && e.textContent.includes('Not applied') ? e.textContent : ''",
+    );
+    let preview = preview.as_str().unwrap();
+    assert!(preview.contains("refs/heads/main"), "{preview}");
+    assert!(preview.contains("history rewritten"), "{preview}");
+    assert!(preview.contains("1 to roll (1 node)"), "{preview}");
+    let plan = browser.wait_for(
+        "the preview's plan, opened",
+        Duration::from_secs(20),
+        "const d = document.querySelector('#previews details'); if (!d) return ''; if (!d.open) d.open = true; const t = d.querySelector('pre').textContent; return t.includes('nodepool.web') ? t : ''",
+    );
+    assert!(
+        plan.as_str()
+            .unwrap()
+            .contains("nodepool.web will roll 1 node(s)"),
+        "{plan}"
+    );
+    std::fs::create_dir_all(screenshots()).unwrap();
+    browser.screenshot(&screenshots().join("preview-refused-tip.png"));
     no_console_errors(&browser);
 }

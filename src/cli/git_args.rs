@@ -7,12 +7,14 @@ use std::time::Duration;
 use crate::git::mirror::{FetchLimits, RemoteOptions};
 use crate::git::verify::Format;
 
+/// Where the config repo is and how to reach it: `run --git-url` and
+/// `plan --git-url --git-ref`.
 #[derive(Clone, Debug, clap::Args)]
-pub struct GitArgs {
-    /// Fetch the desired state from this config repo instead of reading DIR:
-    /// https://, ssh:// (or user@host:path), git:// or file://. The daemon
-    /// keeps its own clone under the state directory; no work tree is needed
-    #[arg(long, value_name = "URL", conflicts_with = "git_committed_only")]
+pub struct RemoteArgs {
+    /// The config repo, instead of DIR: https://, ssh:// (or
+    /// user@host:path), git:// or file://. `run` keeps its own clone under
+    /// the state directory; `plan --git-ref` fetches into a temporary one
+    #[arg(long, value_name = "URL")]
     pub git_url: Option<String>,
     /// The branch whose tip is applied
     #[arg(
@@ -25,9 +27,6 @@ pub struct GitArgs {
     /// The desired-state directory inside the repository (default: its root)
     #[arg(long, value_name = "DIR", default_value = "", requires = "git_url", value_parser = parse_repo_path)]
     pub git_path: PathBuf,
-    /// How often to fetch (a push webhook fetches at once)
-    #[arg(long, default_value = "1m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
-    pub git_interval: Duration,
     /// https: a token (the password of the x-access-token user), read again on every fetch
     #[arg(long, value_name = "FILE", requires = "git_url")]
     pub git_token_file: Option<PathBuf>,
@@ -41,10 +40,6 @@ pub struct GitArgs {
     /// (default: ssh's own, ~/.ssh/known_hosts)
     #[arg(long, value_name = "FILE", requires = "git_url")]
     pub git_known_hosts: Option<PathBuf>,
-    /// Apply a branch tip that does not descend from the commit in force (a
-    /// force-push, a reset); refused by default
-    #[arg(long, requires = "git_url")]
-    pub git_allow_rewrite: bool,
     /// A fetch taking longer than this fails (the commit in force stays)
     #[arg(long, default_value = "5m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
     pub git_fetch_timeout: Duration,
@@ -54,6 +49,40 @@ pub struct GitArgs {
     /// A fetch may not bring more objects than this
     #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), value_name = "N", requires = "git_url")]
     pub git_max_objects: u64,
+}
+
+impl RemoteArgs {
+    /// The remote, when `--git-url` is given; `preview_refs` are fetched too.
+    pub fn options(&self, preview_refs: Vec<String>) -> Option<RemoteOptions> {
+        Some(RemoteOptions {
+            url: self.git_url.clone()?,
+            branch: self.git_branch.clone(),
+            path: self.git_path.clone(),
+            token_file: self.git_token_file.clone(),
+            ca_file: self.git_ca_file.clone(),
+            ssh_key: self.git_ssh_key.clone(),
+            known_hosts: self.git_known_hosts.clone(),
+            limits: FetchLimits {
+                timeout: self.git_fetch_timeout,
+                max_bytes: self.git_max_bytes,
+                max_objects: self.git_max_objects,
+            },
+            preview_refs,
+        })
+    }
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct GitArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// How often to fetch (a push webhook fetches at once)
+    #[arg(long, default_value = "1m", value_parser = super::parse_duration, value_name = "DURATION", requires = "git_url")]
+    pub git_interval: Duration,
+    /// Apply a branch tip that does not descend from the commit in force (a
+    /// force-push, a reset); refused by default
+    #[arg(long, requires = "git_url")]
+    pub git_allow_rewrite: bool,
     /// Apply only branch tips signed by a trusted key: `ssh` (git's
     /// `gpg.format ssh`) with --git-allowed-signers, or `gpg` (OpenPGP, git's
     /// default) with --git-keyring
@@ -77,26 +106,18 @@ pub struct GitArgs {
     /// bytes; read again on every webhook)
     #[arg(long, value_name = "FILE", requires = "git_url")]
     pub webhook_secret_file: Option<PathBuf>,
+    /// Plan these refs too, never applying them (a preview of a pull
+    /// request before it merges): a full ref name with at most one `*`, like
+    /// refs/heads/pr/* or refs/merge-requests/*/head; repeatable. Served at
+    /// /v1/previews and on the status page
+    #[arg(long, value_name = "PATTERN", requires = "git_url", action = clap::ArgAction::Append)]
+    pub preview_refs: Vec<String>,
 }
 
 impl GitArgs {
     pub fn options(&self) -> Option<crate::daemon::GitOptions> {
-        let url = self.git_url.clone()?;
         Some(crate::daemon::GitOptions {
-            remote: RemoteOptions {
-                url,
-                branch: self.git_branch.clone(),
-                path: self.git_path.clone(),
-                token_file: self.git_token_file.clone(),
-                ca_file: self.git_ca_file.clone(),
-                ssh_key: self.git_ssh_key.clone(),
-                known_hosts: self.git_known_hosts.clone(),
-                limits: FetchLimits {
-                    timeout: self.git_fetch_timeout,
-                    max_bytes: self.git_max_bytes,
-                    max_objects: self.git_max_objects,
-                },
-            },
+            remote: self.remote.options(self.preview_refs.clone())?,
             fetch: crate::daemon::fetcher::FetchSettings {
                 interval: self.git_interval.max(Duration::from_secs(1)),
                 allow_rewrite: self.git_allow_rewrite,

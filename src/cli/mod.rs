@@ -79,9 +79,12 @@ pub enum Command {
         #[arg(long, short, value_enum, default_value_t = PlanOutput::Text)]
         output: PlanOutput,
         /// Plan DIR as committed at this branch, tag or commit of its git
-        /// repository (a branch before it merges), not the files on disk
+        /// repository (a branch before it merges), not the files on disk;
+        /// with --git-url, this branch (or full ref name) of the remote
         #[arg(long, value_name = "REF", conflicts_with = "out")]
         git_ref: Option<String>,
+        #[command(flatten)]
+        remote: git_args::RemoteArgs,
         /// Exit 2 when there are changes, 0 when there are none
         #[arg(long)]
         detailed_exitcode: bool,
@@ -169,7 +172,7 @@ pub enum Command {
         dry_run: bool,
         /// Reconcile the tree committed at HEAD of DIR's git repository, so
         /// uncommitted edits are never applied; a new commit triggers a reconcile
-        #[arg(long)]
+        #[arg(long, conflicts_with = "git_url")]
         git_committed_only: bool,
         /// Full resync period: observe every pool, correct drift
         #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
@@ -356,6 +359,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             common,
             output,
             git_ref,
+            remote,
             detailed_exitcode,
             out,
             forecast,
@@ -363,7 +367,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             &dir,
             &common,
             output,
-            git_ref.as_deref(),
+            workflow::Planning::new(git_ref.as_deref(), &remote)?,
             detailed_exitcode,
             out.as_deref(),
             forecast,

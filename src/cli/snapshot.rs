@@ -146,17 +146,7 @@ fn trusted_backends(config: &Config, dir: &Path, git_ref: &str) -> anyhow::Resul
             dir.display()
         );
     };
-    let mut differ = Vec::new();
-    for (name, e) in &config.providers {
-        if trusted.providers.get(name).is_none_or(|t| t.doc != e.doc) {
-            differ.push(format!("provider {name} ({})", e.file));
-        }
-    }
-    for (name, e) in &config.clusters {
-        if trusted.clusters.get(name).is_none_or(|t| t.doc != e.doc) {
-            differ.push(format!("cluster {name} ({})", e.file));
-        }
-    }
+    let differ = config.backends_changed_from(&trusted);
     anyhow::ensure!(
         differ.is_empty(),
         "--git-ref {git_ref} changes {}: a branch is planned with the providers and clusters of {} as they are on disk (their tokens, certificates and kubeconfigs are this host's), so these must be merged first or planned where they are in force",
@@ -164,6 +154,89 @@ fn trusted_backends(config: &Config, dir: &Path, git_ref: &str) -> anyhow::Resul
         dir.display()
     );
     Ok(())
+}
+
+/// `plan --git-url URL --git-ref REF`: REF and the applied branch fetched
+/// into a temporary clone; REF's desired state, which may change no provider
+/// or cluster of the branch's tip (those are what it is planned with, as the
+/// daemon's previews are). Diagnostics printed; `None` when invalid.
+pub(super) fn load_remote_ref(
+    remote: &super::git_args::RemoteArgs,
+    git_ref: &str,
+) -> anyhow::Result<Option<(Config, Source)>> {
+    let full = if git_ref.starts_with("refs/") {
+        git_ref.to_string()
+    } else {
+        format!("refs/heads/{git_ref}")
+    };
+    anyhow::ensure!(
+        !full.contains('*') && crate::git::mirror::check_ref_pattern(&full).is_ok(),
+        "--git-ref {git_ref:?}: not a branch or a full ref name (pr/7, refs/merge-requests/7/head)"
+    );
+    let branch_ref = format!("refs/heads/{}", remote.git_branch);
+    let wanted = if full == branch_ref {
+        Vec::new()
+    } else {
+        vec![full.clone()]
+    };
+    let Some(opts) = remote.options(wanted) else {
+        anyhow::bail!("--git-url is needed to fetch --git-ref {git_ref}");
+    };
+    let shown = crate::git::mirror::shown_url(&opts.url);
+    let tmp = tempfile::Builder::new()
+        .prefix("poolwright-plan-")
+        .tempdir()?;
+    let mirror = crate::git::mirror::Mirror::open(tmp.path(), opts)?;
+    let fetched = mirror.fetch()?;
+    let tip = if full == branch_ref {
+        fetched.revision.clone()
+    } else {
+        fetched
+            .previews
+            .iter()
+            .find(|(name, _)| *name == full)
+            .map(|(_, rev)| rev.clone())
+            .ok_or_else(|| anyhow::anyhow!("{shown} has no {full}"))?
+    };
+    let limits = Limits::default();
+    let read = |commit: &str| -> anyhow::Result<crate::spec::validate::LoadReport> {
+        Ok(crate::spec::validate::load_sources(
+            &mirror.read(commit, &limits)?,
+            &limits,
+        ))
+    };
+    let report = read(&tip.commit)?;
+    for d in &report.diagnostics {
+        eprintln!("{d}");
+    }
+    let Some(config) = report.config else {
+        eprintln!(
+            "{full} at {} is invalid: {} error(s)",
+            tip.short(),
+            report.errors().count()
+        );
+        return Ok(None);
+    };
+    let Some(trusted) = read(&fetched.revision.commit)?.config else {
+        anyhow::bail!(
+            "--git-ref {git_ref}: the tip of {} ({}) is invalid, and its providers and clusters are the ones a branch is planned with; fix it first",
+            remote.git_branch,
+            fetched.revision.short()
+        );
+    };
+    let differ = config.backends_changed_from(&trusted);
+    anyhow::ensure!(
+        differ.is_empty(),
+        "--git-ref {git_ref} changes {}: a branch is planned with the providers and clusters of {} as they are at its tip {} (their tokens, certificates and kubeconfigs are this host's), so these must be merged first",
+        differ.join(", "),
+        remote.git_branch,
+        fetched.revision.short()
+    );
+    let source = Source {
+        dir: format!("{shown} {full}"),
+        revision: Some(tip),
+    };
+    Ok(Some((config, source)))
 }
 
 /// Load (printing diagnostics; `None` when invalid), observe and plan, as

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::saved::SavedPlan;
 use super::snapshot::{
-    Planned, load, load_ref, options, plan_loaded, runtime, snapshot, source_of,
+    Planned, load, load_ref, load_remote_ref, options, plan_loaded, runtime, snapshot, source_of,
 };
 use super::{Common, PlanOutput, exit};
 use crate::clock::{Clock, SystemClock};
@@ -61,24 +61,46 @@ fn record_overrides(
     Ok(())
 }
 
+/// What `plan` plans: DIR on disk, DIR as committed at a ref of its
+/// repository (`--git-ref`), or a ref of a remote (`--git-url --git-ref`).
+#[derive(Clone, Copy)]
+pub(super) enum Planning<'a> {
+    Dir,
+    Ref(&'a str),
+    Remote(&'a str, &'a super::git_args::RemoteArgs),
+}
+
+impl<'a> Planning<'a> {
+    pub fn new(
+        git_ref: Option<&'a str>,
+        remote: &'a super::git_args::RemoteArgs,
+    ) -> anyhow::Result<Planning<'a>> {
+        Ok(match (git_ref, remote.git_url.is_some()) {
+            (None, false) => Planning::Dir,
+            (Some(r), false) => Planning::Ref(r),
+            (Some(r), true) => Planning::Remote(r, remote),
+            (None, true) => {
+                anyhow::bail!("plan --git-url needs --git-ref BRANCH: the branch to plan")
+            }
+        })
+    }
+}
+
 pub(super) fn plan(
     dir: &Path,
     common: &Common,
     output: PlanOutput,
-    git_ref: Option<&str>,
+    what: Planning<'_>,
     detailed_exitcode: bool,
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
-    let (loaded, source) = match git_ref {
-        None => (load(dir).map(|c| (c, source_of(dir))), source_of(dir)),
-        Some(r) => {
-            let loaded = load_ref(dir, r)?;
-            let source = loaded.as_ref().map(|(_, s)| s.clone()).unwrap_or_default();
-            (loaded, source)
-        }
+    let loaded = match what {
+        Planning::Dir => load(dir).map(|c| (c, source_of(dir))),
+        Planning::Ref(r) => load_ref(dir, r)?,
+        Planning::Remote(r, remote) => load_remote_ref(remote, r)?,
     };
-    let Some((config, _)) = loaded else {
+    let Some((config, source)) = loaded else {
         return Ok(exit::FAILED);
     };
     let Some(Planned {

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::board::{Board, GitStatus, RefusedCommit};
 use super::metrics::{Metrics, RefusedLabels};
+use super::previews::Wanted;
 use super::source::RemoteSource;
 use crate::git::mirror::{Fetched, Lineage};
 use crate::git::verify::{Format, Trusted};
@@ -52,6 +53,8 @@ pub struct Poke {
 pub struct HookTarget {
     pub secret_file: Option<std::path::PathBuf>,
     pub branch: String,
+    /// `--preview-refs`: a push to one of these fetches too.
+    pub preview_refs: Vec<String>,
     pub pokes: mpsc::Sender<Poke>,
 }
 
@@ -60,6 +63,7 @@ impl HookTarget {
     pub fn new(
         secret_file: Option<std::path::PathBuf>,
         branch: &str,
+        preview_refs: &[String],
     ) -> (Arc<HookTarget>, mpsc::Receiver<Poke>) {
         // A full queue already holds a fetch to come.
         let (pokes, rx) = mpsc::channel(16);
@@ -67,6 +71,7 @@ impl HookTarget {
             Arc::new(HookTarget {
                 secret_file,
                 branch: branch.to_string(),
+                preview_refs: preview_refs.to_vec(),
                 pokes,
             }),
             rx,
@@ -82,6 +87,9 @@ pub struct Fetcher {
     pub events: Arc<EventSink>,
     /// One `()` tells the loop to load the desired state again.
     pub reload: mpsc::UnboundedSender<()>,
+    /// What to preview, after every fetch: the refs of `--preview-refs`,
+    /// and the branch tip when it is refused.
+    pub previews: watch::Sender<Wanted>,
 }
 
 /// The first retry after a failure; each further one waits twice as long,
@@ -222,6 +230,14 @@ impl Fetcher {
                 .inc();
             self.emit(now, EventKind::CommitRefused, message.clone());
         }
+        let branch = format!("refs/heads/{}", self.source.mirror.options().branch);
+        self.previews.send_replace(Wanted {
+            refs: fetched.previews.clone(),
+            dropped: fetched.previews_dropped,
+            refused: refusal
+                .as_ref()
+                .map(|(_, why)| (branch, fetched.revision.clone(), why.clone())),
+        });
         self.board.update(|d| {
             if let Some(g) = &mut d.git {
                 g.failures = 0;

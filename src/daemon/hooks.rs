@@ -140,6 +140,19 @@ pub async fn git_hook(State(s): State<HttpState>, headers: HeaderMap, body: Body
             after,
         }) => {
             let watched = format!("refs/heads/{}", target.branch);
+            let previewed = target
+                .preview_refs
+                .iter()
+                .any(|p| crate::git::mirror::ref_matches(p, &git_ref));
+            if previewed && git_ref != watched {
+                count(forge.as_str(), "fetch");
+                // The preview's tip is not the branch's: always a fetch.
+                let _ = target.pokes.try_send(Poke { after: None });
+                return answer(
+                    StatusCode::ACCEPTED,
+                    format!("fetching {git_ref} to preview it"),
+                );
+            }
             if git_ref != watched {
                 count(forge.as_str(), "ignored");
                 return answer(

@@ -1,6 +1,7 @@
 //! The daemon's HTTP surface (axum). Reads: `/healthz` (liveness: the
 //! reconcile loop turns), `/readyz`, `/metrics` (Prometheus text),
-//! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON), and the web
+//! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON), `/v1/previews`
+//! (plans of branches before they merge, see [`super::previews`]), and the web
 //! status page (`/`, `/v1/pools/{pool}/page`, `/v1/events/stream`: see
 //! [`super::web`]). State changes:
 //! `POST /v1/pools/{pool}/pause|resume` with a JSON body `{"reason": "..."}`,
@@ -45,6 +46,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/fleet/{fleet}", get(fleet))
         .route("/v1/fleet/{fleet}/pause", post(fleet_pause))
         .route("/v1/fleet/{fleet}/resume", post(fleet_resume))
+        .route("/v1/previews", get(previews))
+        .route("/v1/previews/{*git_ref}", get(preview))
         .route(super::hooks::PATH, post(super::hooks::git_hook))
         .with_state(state)
         // No answer is ever to be sniffed into another type (JSON shown as HTML).
@@ -268,6 +271,73 @@ async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response
             )
                 .into_response()
         }
+    }
+}
+
+/// Every preview of a branch, summed up (`run --git-url --preview-refs`).
+async fn previews(State(s): State<HttpState>) -> Response {
+    match &s.previews {
+        Some(p) => axum::Json(p.board()).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "this daemon fetches no config repo (run --git-url)\n",
+        )
+            .into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct PreviewQuery {
+    #[serde(default)]
+    format: Option<String>,
+}
+
+/// One ref's preview: JSON with the plan (`plan -o json`) and its text, or
+/// only the text (`?format=text`) or the pull-request comment
+/// (`?format=markdown`).
+async fn preview(
+    State(s): State<HttpState>,
+    Path(git_ref): Path<String>,
+    Query(q): Query<PreviewQuery>,
+) -> Response {
+    let found = s.previews.as_ref().and_then(|p| p.get(&git_ref));
+    let Some(p) = found else {
+        let shown: String = git_ref.chars().take(120).collect();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no preview of {shown:?} (GET /v1/previews lists them)\n"),
+        )
+            .into_response();
+    };
+    let text =
+        |body: String, kind: &'static str| ([(header::CONTENT_TYPE, kind)], body).into_response();
+    let rendered = p.rendered.as_ref();
+    match q.format.as_deref() {
+        Some("text") => text(
+            rendered
+                .map(|r| r.text.clone())
+                .unwrap_or_else(|| p.errors.join("\n") + "\n"),
+            "text/plain; charset=utf-8",
+        ),
+        Some("markdown") => text(
+            rendered
+                .map(|r| r.markdown.clone())
+                .unwrap_or_else(|| p.errors.join("\n") + "\n"),
+            "text/markdown; charset=utf-8",
+        ),
+        None | Some("json") => {
+            let mut body = serde_json::to_value(p.as_ref()).unwrap_or_default();
+            if let (Some(r), Some(obj)) = (rendered, body.as_object_mut()) {
+                obj.insert("plan".into(), r.json.clone());
+                obj.insert("text".into(), r.text.clone().into());
+            }
+            axum::Json(body).into_response()
+        }
+        Some(_) => (
+            StatusCode::BAD_REQUEST,
+            "format: json (the default), text or markdown\n",
+        )
+            .into_response(),
     }
 }
 

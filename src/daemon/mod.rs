@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod http;
 pub mod listen;
 pub mod metrics;
+pub mod previews;
 pub mod queue;
 pub mod reconciler;
 pub mod resync;

@@ -35,6 +35,8 @@ pub struct HttpState {
     pub body_timeout: Duration,
     /// Push webhooks (`run --git-url`); `None` without a remote.
     pub hooks: Option<Arc<super::fetcher::HookTarget>>,
+    /// Previews of branches (`run --git-url`); `None` without a remote.
+    pub previews: Option<Arc<super::previews::Previews>>,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.

@@ -55,8 +55,8 @@ pub(super) async fn stop(d: Daemon, grace: Duration) {
         );
     }
     background.publisher.abort();
-    if let Some(f) = &background.fetcher {
-        f.abort();
+    for task in background.fetcher.iter().flatten() {
+        task.abort();
     }
     feed.close();
     latencies.flush();

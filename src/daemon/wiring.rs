@@ -76,8 +76,8 @@ pub(super) struct Listeners {
 pub(super) struct Background {
     pub watchdog: Option<JoinHandle<()>>,
     pub publisher: JoinHandle<()>,
-    /// `--git-url`: fetches the config repo.
-    pub fetcher: Option<JoinHandle<()>>,
+    /// `--git-url`: fetches the config repo, and plans the previews.
+    pub fetcher: Option<[JoinHandle<()>; 2]>,
     pub _watch: super::watch::Watch,
 }
 
@@ -133,7 +133,7 @@ pub(super) async fn build(
     let (done_tx, done) = mpsc::unbounded_channel();
     let (observed_tx, observed) = mpsc::unbounded_channel();
     let (gate_tx, gates) = mpsc::unbounded_channel();
-    let reconciler = Reconciler::new(
+    let mut reconciler = Reconciler::new(
         Settings {
             prune: opts.prune,
             dry_run: opts.dry_run,
@@ -159,12 +159,33 @@ pub(super) async fn build(
     let (control_tx, control) = mpsc::unbounded_channel();
     // Changes to the desired state: files, commits, fetched commits.
     let (files_tx, files) = mpsc::unbounded_channel();
-    let (hooks, fetcher) = match (&source, &opts.git) {
+    let (hooks, fetcher, previews) = match (&source, &opts.git) {
         (ConfigSource::Remote(remote), Some(git)) => {
             let (target, pokes) = super::fetcher::HookTarget::new(
                 git.webhook_secret_file.clone(),
                 &git.remote.branch,
+                &git.remote.preview_refs,
             );
+            let (wanted_tx, wanted) = watch::channel(super::previews::Wanted::default());
+            let previews = Arc::new(super::previews::Previews::new(
+                git.remote.preview_refs.clone(),
+            ));
+            let feed = super::previews::PreviewFeed {
+                base: watch::Sender::new(None),
+                fleets: Default::default(),
+            };
+            let (journal, inventory) = reconciler.feed_previews(feed.clone());
+            let previewer = super::previews::Previewer {
+                source: remote.clone(),
+                previews: previews.clone(),
+                feed,
+                journal,
+                inventory,
+                clock: clock.clone(),
+                prune: opts.prune,
+                refresh: git.fetch.interval.max(Duration::from_secs(60)),
+            }
+            .spawn(wanted);
             let fetcher = super::fetcher::Fetcher {
                 source: remote.clone(),
                 settings: git.fetch.clone(),
@@ -172,11 +193,12 @@ pub(super) async fn build(
                 metrics: metrics.clone(),
                 events: events.clone(),
                 reload: files_tx.clone(),
+                previews: wanted_tx,
             }
             .spawn(pokes);
-            (Some(target), Some(fetcher))
+            (Some(target), Some([fetcher, previewer]), Some(previews))
         }
-        _ => (None, None),
+        _ => (None, None, None),
     };
     let shared = HttpState {
         board: board.clone(),
@@ -190,6 +212,7 @@ pub(super) async fn build(
         tcp: None,
         body_timeout: opts.control.header_timeout,
         hooks,
+        previews,
     };
     let listeners = listen(opts, &state, shared, started_at).await?;
 

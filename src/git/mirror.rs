@@ -38,7 +38,17 @@ pub struct RemoteOptions {
     pub ssh_key: Option<PathBuf>,
     pub known_hosts: Option<PathBuf>,
     pub limits: FetchLimits,
+    /// Refs to fetch besides the branch, to plan but never apply
+    /// (`--preview-refs refs/heads/pr/*`): patterns with at most one `*`.
+    pub preview_refs: Vec<String>,
 }
+
+/// The most preview refs taken from one fetch (by name); the rest are
+/// counted, not planned.
+pub const MAX_PREVIEWS: usize = 50;
+
+/// Where the clone keeps the refs fetched for previews.
+const PREVIEWS_NS: &str = "refs/previews/";
 
 /// The bounds of one fetch.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +101,11 @@ pub struct Fetched {
     pub revision: Revision,
     /// Objects received (0 when the tip was already here).
     pub objects: u64,
+    /// The refs matching `preview_refs` (at most [`MAX_PREVIEWS`], by name),
+    /// each with its tip.
+    pub previews: Vec<(String, Revision)>,
+    /// Matching refs beyond [`MAX_PREVIEWS`], not taken.
+    pub previews_dropped: usize,
 }
 
 /// How a fetched tip relates to the commit in force.
@@ -136,6 +151,9 @@ impl Mirror {
     pub fn open(state_root: &Path, opts: RemoteOptions) -> anyhow::Result<Mirror> {
         check_url(&opts.url)?;
         check_branch(&opts.branch)?;
+        for pattern in &opts.preview_refs {
+            check_ref_pattern(pattern)?;
+        }
         for (flag, path) in [
             ("--git-ssh-key", &opts.ssh_key),
             ("--git-known-hosts", &opts.known_hosts),
@@ -290,13 +308,15 @@ impl Mirror {
         let repo = self.repo()?;
         let branch_ref = format!("refs/heads/{}", self.opts.branch);
         let tracking = format!("refs/remotes/origin/{}", self.opts.branch);
+        let mut specs = vec![format!("+{branch_ref}:{tracking}")];
+        for pattern in &self.opts.preview_refs {
+            let local = pattern.strip_prefix("refs/").unwrap_or(pattern);
+            specs.push(format!("+{pattern}:{PREVIEWS_NS}{local}"));
+        }
         let remote = repo
             .remote_at(self.opts.url.as_str())
             .map_err(|e| self.remote_err(&e))?
-            .with_refspecs(
-                Some(format!("+{branch_ref}:{tracking}").as_str()),
-                Direction::Fetch,
-            )
+            .with_refspecs(specs.iter().map(String::as_str), Direction::Fetch)
             .map_err(|e| self.remote_err(&e))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
         match self.git_daemon(&remote)? {
@@ -383,9 +403,34 @@ impl Mirror {
         let commit = repo
             .find_commit(tip)
             .map_err(|e| self.local(format!("the fetched tip {tip}: {e}")))?;
+        let mut matching: Vec<(String, gix::ObjectId)> = outcome
+            .ref_map
+            .remote_refs
+            .iter()
+            .filter_map(|r| {
+                let (name, target, peeled) = r.unpack();
+                let name = name.to_string();
+                let id = peeled.or(target)?.to_owned();
+                (name != branch_ref && self.opts.preview_refs.iter().any(|p| ref_matches(p, &name)))
+                    .then_some((name, id))
+            })
+            .collect();
+        matching.sort();
+        let previews_dropped = matching.len().saturating_sub(MAX_PREVIEWS);
+        matching.truncate(MAX_PREVIEWS);
+        let mut previews = Vec::with_capacity(matching.len());
+        for (name, id) in matching {
+            // Only commits are planned (a ref to a tag or a tree is skipped).
+            if let Ok(c) = repo.find_commit(id) {
+                let short = name.strip_prefix("refs/heads/").unwrap_or(&name);
+                previews.push((name.clone(), crate::git::tree::revision_of(&c, short)));
+            }
+        }
         Ok(Fetched {
             revision: crate::git::tree::revision_of(&commit, &self.opts.branch),
             objects,
+            previews,
+            previews_dropped,
         })
     }
 
@@ -704,9 +749,74 @@ pub fn check_branch(branch: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A ref pattern of `--preview-refs`: a full ref name under `refs/`, with at
+/// most one `*` (which matches any run of characters, `/` included, as in a
+/// git refspec).
+pub fn check_ref_pattern(pattern: &str) -> anyhow::Result<()> {
+    let ok = pattern.starts_with("refs/")
+        && pattern.len() <= 200
+        && pattern.matches('*').count() <= 1
+        && !pattern.ends_with(['/', '.'])
+        && !pattern.contains("..")
+        && !pattern.contains("//")
+        && !pattern.contains("@{")
+        && !pattern.starts_with(PREVIEWS_NS)
+        && pattern
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '*'));
+    anyhow::ensure!(
+        ok,
+        "--preview-refs {pattern:?}: not a ref pattern (refs/heads/pr/*, refs/merge-requests/*/head: a full ref name, at most one *)"
+    );
+    Ok(())
+}
+
+/// Does `name` match `pattern` (at most one `*`)?
+pub fn ref_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.len() > head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preview_patterns_are_checked_and_match_as_refspecs_do() {
+        for good in [
+            "refs/heads/pr/*",
+            "refs/merge-requests/*/head",
+            "refs/heads/next",
+        ] {
+            check_ref_pattern(good).unwrap();
+        }
+        for bad in [
+            "pr/*",
+            "refs/heads/*/*",
+            "refs/heads/a..b",
+            "refs/previews/x/*",
+            "refs/heads/a b",
+        ] {
+            assert!(check_ref_pattern(bad).is_err(), "{bad}");
+        }
+        assert!(ref_matches("refs/heads/pr/*", "refs/heads/pr/7"));
+        assert!(ref_matches("refs/heads/pr/*", "refs/heads/pr/team/7"));
+        assert!(!ref_matches("refs/heads/pr/*", "refs/heads/pr/"));
+        assert!(!ref_matches("refs/heads/pr/*", "refs/heads/main"));
+        assert!(ref_matches(
+            "refs/merge-requests/*/head",
+            "refs/merge-requests/12/head"
+        ));
+        assert!(!ref_matches(
+            "refs/merge-requests/*/head",
+            "refs/merge-requests/12/merge"
+        ));
+        assert!(ref_matches("refs/heads/next", "refs/heads/next"));
+    }
 
     #[test]
     fn urls_and_branches_are_checked() {

@@ -36,6 +36,27 @@ pub struct Config {
     pub staging: Staging,
 }
 
+impl Config {
+    /// The providers and clusters of `self` that are not exactly those of
+    /// `trusted` ("provider NAME (FILE)"). A branch planned before it
+    /// merges is planned with the trusted ones, so it may change none: their
+    /// tokens, certificates and kubeconfigs are the planning host's.
+    pub fn backends_changed_from(&self, trusted: &Config) -> Vec<String> {
+        let mut differ = Vec::new();
+        for (name, e) in &self.providers {
+            if trusted.providers.get(name).is_none_or(|t| t.doc != e.doc) {
+                differ.push(format!("provider {name} ({})", e.file));
+            }
+        }
+        for (name, e) in &self.clusters {
+            if trusted.clusters.get(name).is_none_or(|t| t.doc != e.doc) {
+                differ.push(format!("cluster {name} ({})", e.file));
+            }
+        }
+        differ
+    }
+}
+
 /// What loading a directory produced: the config when it is valid, and every
 /// diagnostic (errors and warnings) in file order.
 #[derive(Debug, Default)]

@@ -600,6 +600,10 @@ fn bad_remote_settings_are_refused_before_anything_starts() {
             "--git-keyring",
         ),
         (
+            vec!["--git-url", "file:///x", "--preview-refs", "pr/*"],
+            "not a ref pattern",
+        ),
+        (
             vec![
                 "--git-url",
                 "file:///x",
@@ -1057,8 +1061,8 @@ fn over_https_with_a_token_read_on_every_fetch() {
     );
 }
 
-/// Every file under `dir` with its bytes, to tell that nothing was written
-/// (lock files, empty and only ever locked, aside).
+/// Every regular file under `dir` with its bytes, to tell that nothing was
+/// written (lock files, empty and only ever locked, and sockets aside).
 fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -1067,7 +1071,7 @@ fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
             let path = e.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if path.extension().is_none_or(|x| x != "lock") {
+            } else if path.is_file() && path.extension().is_none_or(|x| x != "lock") {
                 out.push((path.clone(), std::fs::read(&path).unwrap()));
             }
         }
@@ -1167,11 +1171,302 @@ fn a_branch_is_planned_before_it_merges_and_nothing_acts() {
     let stderr = String::from_utf8_lossy(&changed.stderr);
     assert!(stderr.contains("changes provider sim"), "{stderr}");
 
+    // The same from the remote, with no work tree: fetched into a
+    // temporary clone, planned with the providers of main's tip.
+    git(
+        &repo.work,
+        &["push", "-q", "origin", "pr/batch", "pr/provider"],
+    );
+    let url = repo.file_url();
+    let remote = |git_ref: &str, output: &str| {
+        Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(tmp.path())
+            .args(["plan", "--git-url", &url, "--git-path", "pools"])
+            .args(["--git-ref", git_ref, "-o", output])
+            .args(["--state-dir", "state"])
+            .output()
+            .unwrap()
+    };
+    let before = tree_bytes(&tmp.path().join("state"));
+    let fetched = remote("pr/batch", "markdown");
+    assert!(
+        fetched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let fetched = String::from_utf8(fetched.stdout).unwrap();
+    assert!(
+        fetched.contains(&format!(
+            "Desired state: {url} refs/heads/pr/batch at pr/batch@{}",
+            &branch_tip[..7]
+        )),
+        "{fetched}"
+    );
+    // Where it came from, and when, aside: the same plan.
+    let same = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                !l.starts_with("Planned against the live pools at ")
+                    && !l.starts_with("Desired state: ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        same(&fetched),
+        same(&markdown),
+        "the remote branch plans as the local one"
+    );
+    assert_eq!(tree_bytes(&tmp.path().join("state")), before);
+    let full = remote("refs/heads/pr/batch", "text");
+    let full = String::from_utf8_lossy(&full.stdout);
+    assert!(full.contains("nodepool.batch will be created"), "{full}");
+    for (git_ref, says) in [
+        ("pr/provider", "changes provider sim"),
+        ("pr/nosuch", "has no refs/heads/pr/nosuch"),
+        ("pr/*", "not a branch or a full ref name"),
+    ] {
+        let out = remote(git_ref, "text");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{git_ref}");
+        assert!(stderr.contains(says), "{git_ref}: {stderr}");
+    }
+
     let missing = cli(&["plan", "pools", "--git-ref", "pr/nosuch"]);
     assert!(!missing.status.success());
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("no such branch, tag or commit"),
         "{}",
         String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+/// The state a preview must never touch: the inventory, the rollout
+/// journals and the simulator's pools (events, logs and the clone aside).
+fn live_state(state: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    tree_bytes(state)
+        .into_iter()
+        .filter(|(p, _)| {
+            let rel = p.strip_prefix(state).unwrap().to_string_lossy().to_string();
+            rel == "inventory.json" || rel.starts_with("journal") || rel.starts_with("sim")
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Repo::new(tmp.path());
+    let secret_file = tmp.path().join("webhook.secret");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let url = repo.file_url();
+    // Fetching on the interval would take an hour: only webhooks fetch.
+    let d = Daemon::start(
+        tmp.path(),
+        &[
+            "--git-url",
+            &url,
+            "--git-path",
+            "pools",
+            "--git-interval",
+            "1h",
+            "--webhook-secret-file",
+            secret_file.to_str().unwrap(),
+            "--preview-refs",
+            "refs/heads/pr/*",
+        ],
+    );
+    let main_tip = repo.head();
+    d.wait_for(
+        "the first fetch",
+        Duration::from_secs(30),
+        web_runs("first fleet"),
+    );
+    let (code, body) = d.get("/v1/previews");
+    assert_eq!(code, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed["patterns"][0], "refs/heads/pr/*");
+    assert_eq!(listed["previews"].as_object().map(|m| m.len()), Some(0));
+    let state = tmp.path().join("state");
+    let before = live_state(&state);
+    assert!(
+        before.iter().any(|(p, _)| p.ends_with("inventory.json")),
+        "{before:?}"
+    );
+
+    // A pull-request branch that adds a pool and rolls another, announced
+    // by a push webhook.
+    git(&repo.work, &["checkout", "-q", "-b", "pr/7"]);
+    std::fs::write(repo.work.join("pools/web.yaml"), pool("img-2")).unwrap();
+    std::fs::write(
+        repo.work.join("pools/batch.yaml"),
+        "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: batch}\nspec:\n  providerRef: sim\n  size: 3\n  template: {image: img-1}\n",
+    )
+    .unwrap();
+    git(&repo.work, &["add", "."]);
+    git(&repo.work, &["commit", "-q", "-m", "add batch, roll web"]);
+    git(&repo.work, &["push", "-q", "origin", "pr/7"]);
+    let pr_tip = repo.head();
+    let body = fixture("github-push.json", &pr_tip, "refs/heads/pr/7");
+    let pushed = Instant::now();
+    let (code, answer) = hook(&d, "127.0.0.1", &github(&body, SECRET), &body);
+    assert_eq!(code, 202, "{answer}");
+    assert!(answer.contains("to preview it"), "{answer}");
+    let previewed = |git_ref: &str, commit: &str| {
+        let (_, body) = d.get("/v1/previews");
+        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+        v["previews"][git_ref]["commit"]["commit"] == commit
+    };
+    d.wait_for("the preview of pr/7", Duration::from_secs(20), |_| {
+        previewed("refs/heads/pr/7", &pr_tip)
+    });
+    println!(
+        "push -> webhook -> fetch -> preview planned: {:.2}s",
+        pushed.elapsed().as_secs_f64()
+    );
+    let (code, body) = d.get("/v1/previews/refs/heads/pr/7");
+    assert_eq!(code, 200, "{body}");
+    let p: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(p["ref"], "refs/heads/pr/7");
+    assert_eq!(
+        p["commit"]["commit"],
+        pr_tip.as_str(),
+        "the commit it planned"
+    );
+    assert_eq!(
+        p["comparedWith"]["commit"],
+        main_tip.as_str(),
+        "the commit in force it was compared with"
+    );
+    assert_eq!(p["errors"].as_array().map(Vec::len), Some(0), "{p:#}");
+    let changes: Vec<(String, String)> = p["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["pool"].as_str().unwrap().to_string(),
+                c["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("batch".to_string(), "create".to_string()),
+            ("web".to_string(), "roll-create-first".to_string())
+        ],
+        "{p:#}"
+    );
+    assert_eq!(p["summary"]["add"], 1);
+    assert_eq!(p["summary"]["roll"], 1);
+    let text = p["text"].as_str().unwrap();
+    assert!(text.contains("nodepool.batch will be created"), "{text}");
+    assert!(text.contains("nodepool.web will roll 2 node(s)"), "{text}");
+    assert_eq!(p["plan"]["source"]["revision"]["commit"], pr_tip.as_str());
+    let (code, markdown) = d.get("/v1/previews/refs/heads/pr/7?format=markdown");
+    assert_eq!(code, 200);
+    assert!(
+        markdown.contains(&format!("with main\\@{} in force", &main_tip[..7])),
+        "{markdown}"
+    );
+    let (code, _) = d.get("/v1/previews/refs/heads/pr/nosuch");
+    assert_eq!(code, 404);
+
+    // A branch that changes a provider is not planned: it would be planned
+    // with the branch's own settings for it.
+    git(&repo.work, &["checkout", "-q", "-b", "pr/8", "main"]);
+    std::fs::write(
+        repo.work.join("pools/providers.yaml"),
+        PROVIDER.replace("speed: 50", "speed: 51"),
+    )
+    .unwrap();
+    git(&repo.work, &["commit", "-q", "-am", "a faster simulator"]);
+    git(&repo.work, &["push", "-q", "origin", "pr/8"]);
+    let provider_tip = repo.head();
+    let body = fixture("github-push.json", &provider_tip, "refs/heads/pr/8");
+    assert_eq!(hook(&d, "127.0.0.1", &github(&body, SECRET), &body).0, 202);
+    d.wait_for("the preview of pr/8", Duration::from_secs(20), |_| {
+        previewed("refs/heads/pr/8", &provider_tip)
+    });
+    let (_, body) = d.get("/v1/previews/refs/heads/pr/8");
+    let p8: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        p8["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("changes provider sim")),
+        "{p8:#}"
+    );
+    assert!(p8.get("plan").is_none(), "{p8:#}");
+
+    // Nothing acted: the pools, the inventory and the journals are as they were.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        live_state(&state),
+        before,
+        "a preview wrote to the live state"
+    );
+    let s = d.status();
+    assert!(web_runs("first fleet")(&s), "{s:#}");
+    assert!(
+        s["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["name"] != "batch"),
+        "{s:#}"
+    );
+
+    // The watched branch rewritten: refused, and its plan still shown.
+    git(&repo.work, &["checkout", "-q", "main"]);
+    git(&repo.work, &["reset", "-q", "--hard", "HEAD"]);
+    git(
+        &repo.work,
+        &["commit", "-q", "--amend", "-m", "first fleet, rewritten"],
+    );
+    std::fs::write(repo.work.join("pools/web.yaml"), pool("img-9")).unwrap();
+    git(&repo.work, &["commit", "-q", "-am", "roll web to img-9"]);
+    git(&repo.work, &["push", "-q", "-f", "origin", "main"]);
+    let rewritten = repo.head();
+    let body = fixture("github-push.json", &rewritten, "refs/heads/main");
+    assert_eq!(hook(&d, "127.0.0.1", &github(&body, SECRET), &body).0, 202);
+    d.wait_for(
+        "the rewritten tip previewed",
+        Duration::from_secs(20),
+        |_| previewed("refs/heads/main", &rewritten),
+    );
+    let (_, body) = d.get("/v1/previews/refs/heads/main");
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        refused["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains("--git-allow-rewrite")),
+        "{refused:#}"
+    );
+    assert_eq!(refused["changes"][0]["pool"], "web", "{refused:#}");
+    assert_eq!(
+        refused["changes"][0]["action"], "roll-create-first",
+        "{refused:#}"
+    );
+    assert_eq!(in_force(&d.status()), "first fleet");
+
+    // A deleted branch's preview goes at the next fetch.
+    git(&repo.work, &["push", "-q", "origin", "--delete", "pr/7"]);
+    let body = fixture("github-push.json", &"0".repeat(40), "refs/heads/pr/7");
+    assert_eq!(hook(&d, "127.0.0.1", &github(&body, SECRET), &body).0, 202);
+    d.wait_for(
+        "the deleted branch's preview gone",
+        Duration::from_secs(20),
+        |_| {
+            let (_, body) = d.get("/v1/previews");
+            let v: Value = serde_json::from_str(&body).unwrap_or_default();
+            v["previews"].get("refs/heads/pr/7").is_none()
+                && v["previews"].get("refs/heads/pr/8").is_some()
+        },
+    );
+    assert_eq!(
+        live_state(&state),
+        before,
+        "a preview wrote to the live state"
     );
 }

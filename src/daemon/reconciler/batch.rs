@@ -174,6 +174,9 @@ impl Reconciler {
         // Each FleetRollout's change as journaled: a governed pool's roll
         // is planned as its change says (held, or turned round).
         observed.fleets = self.fleet.driver.views(now);
+        if let Some(previews) = &self.previews {
+            previews.set_fleets(&observed.fleets);
+        }
         let opts = PlanOptions {
             prune: self.settings.prune,
             now,

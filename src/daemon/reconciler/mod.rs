@@ -206,6 +206,8 @@ pub struct Reconciler {
     /// Changes across pools (FleetRollouts).
     fleet: fleet::Fleet,
     observed_tx: mpsc::UnboundedSender<Observation>,
+    /// What previews of branches are planned against (`run --git-url`).
+    previews: Option<crate::daemon::previews::PreviewFeed>,
 }
 
 impl Reconciler {
@@ -251,7 +253,19 @@ impl Reconciler {
             blocks: Blocks::default(),
             fleet: fleet::Fleet::new(stores.fleet_journal, gate_tx, ha_retry),
             observed_tx,
+            previews: None,
         })
+    }
+
+    /// Previews of branches (`run --git-url`) are planned against the
+    /// desired state in force, told here, and read the rollout journals and
+    /// the inventory this reconciler keeps.
+    pub fn feed_previews(
+        &mut self,
+        feed: crate::daemon::previews::PreviewFeed,
+    ) -> (Arc<Journal>, Arc<Mutex<Inventory>>) {
+        self.previews = Some(feed);
+        (self.journal.clone(), self.inventory.clone())
     }
 
     /// The latest plan, for `/v1/plan` and the web page.

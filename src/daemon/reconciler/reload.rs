@@ -197,6 +197,15 @@ impl Reconciler {
             providers,
             revision,
         });
+        if changed && let (Some(previews), Some(f)) = (&self.previews, &self.in_force) {
+            previews
+                .base
+                .send_replace(Some(Arc::new(crate::daemon::previews::Base {
+                    config: f.config.clone(),
+                    providers: f.providers.clone(),
+                    revision: f.revision.clone(),
+                })));
+        }
         for pool in edited.iter().flatten() {
             self.schedule.touched(pool);
         }

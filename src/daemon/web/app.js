@@ -296,6 +296,44 @@
     renderSummary();
     renderTable();
     loadFleet();
+    if (S.status && S.status.git) loadPreviews();
+  }
+
+  // ---- previews of branches (run --git-url --preview-refs) ----------------------
+  async function loadPreviews() {
+    try {
+      S.previews = await getJSON("/v1/previews");
+      if (S.route.view === "overview") renderPreviews();
+    } catch (_) { /* the status view says what is wrong */ }
+  }
+  function previewHref(ref, format) {
+    return "/v1/previews/" + ref.split("/").map(encodeURIComponent).join("/") + "?format=" + format;
+  }
+  function renderPreviews() {
+    const doc = S.previews || {}, list = Object.values(doc.previews || {});
+    $("previews-sec").hidden = list.length === 0 && !(doc.patterns || []).length;
+    const rows = list.map((p) => {
+      const s = p.summary;
+      const head = h("p", { class: "fhead" }, h("strong", null, mono(p.ref)), " ", mono(shortRev(p.commit)), " ", p.commit.subject || "",
+        p.comparedWith ? h("span", { class: "sub" }, " — against ", mono(shortRev(p.comparedWith)), " in force") : null);
+      const refused = p.refused ? h("p", { class: "err", role: "alert" }, "Not applied: " + p.refused) : null;
+      const summary = s ? h("p", { class: "sub" }, s.add + " to add, " + s.change + " to change, " + s.destroy + " to destroy, " + s.roll + " to roll (" + s.rollNodes + (s.rollNodes === 1 ? " node)" : " nodes)") +
+        (s.blocked ? ", " + s.blocked + " blocked" : "") + (s.held ? ", " + s.held + " held" : "") + ", planned " + ago(p.plannedAt)) : null;
+      const changes = (p.changes || []).length ? h("ul", { class: "gates" }, p.changes.map((c) => h("li", null, mono(c.pool), " " + c.action + ": " + c.reason))) : null;
+      const errors = (p.errors || []).length ? h("ul", { class: "errors" }, p.errors.map((e) => h("li", null, e))) : null;
+      const plan = s ? h("details", null, h("summary", null, "the plan"), h("pre", { class: "plan" }, "…")) : null;
+      if (plan) plan.addEventListener("toggle", async () => {
+        if (!plan.open) return;
+        try {
+          const r = await fetch(previewHref(p.ref, "text"), { cache: "no-store" });
+          plan.querySelector("pre").textContent = await r.text();
+        } catch (e) { plan.querySelector("pre").textContent = "could not load: " + e.message; }
+      }, { once: false });
+      return h("div", { class: "fleet preview" }, head, refused, summary, changes, errors, plan);
+    });
+    const more = doc.dropped ? h("p", { class: "sub" }, doc.dropped + " more matching refs are not previewed") : null;
+    const none = list.length === 0 ? h("p", { class: "muted" }, "No ref matches " + (doc.patterns || []).join(", ") + " yet.") : null;
+    $("previews").replaceChildren(...[...rows, more, none].filter(Boolean));
   }
 
   // ---- changes across pools: stages as swimlanes, pools as cells ----------------

@@ -218,7 +218,11 @@ mod tests {
     #[test]
     fn what_is_not_a_keyring_or_an_openpgp_signature_is_refused_with_why() {
         assert!(Keyring::parse(b"").unwrap_err().contains("no public key"));
-        assert!(Keyring::parse(b" \n").unwrap_err().contains("no public key"));
+        assert!(
+            Keyring::parse(b" \n")
+                .unwrap_err()
+                .contains("no public key")
+        );
         assert!(Keyring::parse(b"ssh-ed25519 AAAA... a@b").is_err());
         let err = Keyring::parse(
             b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot base64 at all\n-----END PGP PUBLIC KEY BLOCK-----\n",
