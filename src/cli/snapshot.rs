@@ -183,6 +183,11 @@ pub(super) fn load_remote_ref(
         anyhow::bail!("--git-url is needed to fetch --git-ref {git_ref}");
     };
     let shown = crate::git::mirror::shown_url(&opts.url);
+    if opts.url.starts_with("git://") || opts.url.starts_with("http://") {
+        eprintln!(
+            "warning: --git-url {shown}: this transport has no integrity (anyone on the network path can serve the providers' settings this plan runs with); use https:// or ssh"
+        );
+    }
     let tmp = tempfile::Builder::new()
         .prefix("poolwright-plan-")
         .tempdir()?;
@@ -231,6 +236,12 @@ pub(super) fn load_remote_ref(
         differ.join(", "),
         remote.git_branch,
         fetched.revision.short()
+    );
+    let relative = trusted.relative_backend_paths();
+    anyhow::ensure!(
+        relative.is_empty(),
+        "{}: a fetched config's paths resolve from the working directory, which may be a checkout of the branch planned; make them absolute",
+        relative.join(", ")
     );
     let source = Source {
         dir: format!("{shown} {full}"),

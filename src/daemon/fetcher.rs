@@ -234,6 +234,7 @@ impl Fetcher {
         self.previews.send_replace(Wanted {
             refs: fetched.previews.clone(),
             dropped: fetched.previews_dropped,
+            error: fetched.previews_error.clone(),
             refused: refusal
                 .as_ref()
                 .map(|(_, why)| (branch, fetched.revision.clone(), why.clone())),
@@ -355,7 +356,12 @@ pub fn verify_commit(
         .signature(commit)
         .map_err(|e| ("unreadable", format!("reading commit {commit}: {e:#}")))?;
     trusted
-        .verify(signature.as_deref(), &payload, time)
+        .verify(
+            signature.as_deref(),
+            &payload,
+            time,
+            Timestamp::now().as_second(),
+        )
         .map(|_| ())
         .map_err(|why| {
             (

@@ -39,6 +39,8 @@ pub struct Wanted {
     pub refs: Vec<(String, Revision)>,
     /// Matching refs beyond the most taken.
     pub dropped: usize,
+    /// Why the refs could not be fetched (the previews stay as they were).
+    pub error: Option<String>,
     /// The watched branch's tip, when it was refused, and why.
     pub refused: Option<(String, Revision, String)>,
 }
@@ -98,6 +100,9 @@ pub struct Board {
     pub previews: BTreeMap<String, Arc<Preview>>,
     /// Matching refs not planned (beyond the most taken).
     pub dropped: usize,
+    /// Why the last fetch of the refs failed (the previews shown are older).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Previews {
@@ -124,10 +129,19 @@ impl Previews {
             .cloned()
     }
 
-    fn set(&self, previews: BTreeMap<String, Arc<Preview>>, dropped: usize) {
+    /// The refs to show, with those already planned; the rest are put in
+    /// with [`Previews::put`] as they are planned.
+    fn keep(&self, refs: &[&String], dropped: usize, error: Option<String>) {
         let mut b = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        b.previews = previews;
+        b.previews.retain(|name, _| refs.contains(&name));
         b.dropped = dropped;
+        b.error = error;
+    }
+
+    fn put(&self, preview: Preview) {
+        let mut b = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        b.previews
+            .insert(preview.git_ref.clone(), Arc::new(preview));
     }
 }
 
@@ -180,8 +194,17 @@ impl Previewer {
         })
     }
 
+    /// Plan what `wanted` names, each preview published as soon as it is
+    /// planned. When the refs could not be fetched, the previews stay as
+    /// they were, with the error.
     async fn plan_all(&self, wanted: &Wanted, base: Option<&Base>) {
         let before = self.previews.board().previews;
+        if let Some(error) = &wanted.error {
+            let names: Vec<&String> = before.keys().collect();
+            self.previews
+                .keep(&names, wanted.dropped, Some(error.clone()));
+            return;
+        }
         let now = self.clock.now();
         let fresh = |p: &Preview, rev: &Revision| {
             p.commit.commit == rev.commit
@@ -189,22 +212,23 @@ impl Previewer {
                     == base.and_then(|b| b.revision.as_ref()).map(|r| &r.commit)
                 && now.duration_since(p.planned_at).unsigned_abs() < self.refresh
         };
-        let mut out = BTreeMap::new();
         let refused = wanted
             .refused
             .iter()
             .map(|(name, rev, why)| (name, rev, Some(why.clone())));
         let refs = wanted.refs.iter().map(|(name, rev)| (name, rev, None));
-        for (name, rev, why) in refused.chain(refs) {
+        let all: Vec<_> = refused.chain(refs).collect();
+        let names: Vec<&String> = all.iter().map(|(name, _, _)| *name).collect();
+        self.previews.keep(&names, wanted.dropped, None);
+        for (name, rev, why) in all {
             let mut preview = match before.get(name) {
                 Some(p) if fresh(p, rev) => Preview::clone(p),
                 _ => self.plan_ref(name, rev, base).await,
             };
             preview.refused = why;
-            out.insert(name.clone(), Arc::new(preview));
+            self.previews.put(preview);
         }
-        tracing::debug!(previews = out.len(), "previews planned");
-        self.previews.set(out, wanted.dropped);
+        tracing::debug!(previews = names.len(), "previews planned");
     }
 
     async fn plan_ref(&self, name: &str, rev: &Revision, base: Option<&Base>) -> Preview {

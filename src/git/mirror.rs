@@ -11,6 +11,7 @@
 //! to start afresh keeps it), so a restart applies what was in force, not
 //! whatever the remote holds now.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -47,7 +48,8 @@ pub struct RemoteOptions {
 /// counted, not planned.
 pub const MAX_PREVIEWS: usize = 50;
 
-/// Where the clone keeps the refs fetched for previews.
+/// The namespace a preview pattern's listing names as its destination
+/// (nothing is written there); never previewed itself.
 const PREVIEWS_NS: &str = "refs/previews/";
 
 /// The bounds of one fetch.
@@ -106,6 +108,8 @@ pub struct Fetched {
     pub previews: Vec<(String, Revision)>,
     /// Matching refs beyond [`MAX_PREVIEWS`], not taken.
     pub previews_dropped: usize,
+    /// Why the preview refs could not be fetched (the branch was).
+    pub previews_error: Option<String>,
 }
 
 /// How a fetched tip relates to the commit in force.
@@ -251,7 +255,10 @@ impl Mirror {
         self.remote(causes(e))
     }
 
-    /// Fetch the branch and return its tip. Blocking; bounded by the limits.
+    /// Fetch the branch and return its tip, then the refs of
+    /// `preview_refs` in a fetch of their own (so a large or broken preview
+    /// ref never holds up the branch: its failure is reported with the
+    /// previews). Blocking; each fetch bounded by the limits.
     pub fn fetch(&self) -> Result<Fetched, FetchError> {
         let busy = self.busy.clone();
         let Ok(_held) = busy.try_lock() else {
@@ -270,6 +277,26 @@ impl Mirror {
             ),
             None => None,
         };
+        let mut fetched = self.bounded(|interrupt| self.fetch_branch(token.clone(), interrupt))?;
+        if !self.opts.preview_refs.is_empty() {
+            let tip = fetched.revision.commit.clone();
+            match self.bounded(|interrupt| self.fetch_previews(token, interrupt, &tip)) {
+                Ok((previews, dropped)) => {
+                    fetched.previews = previews;
+                    fetched.previews_dropped = dropped;
+                }
+                Err(e) => fetched.previews_error = Some(e.to_string()),
+            }
+        }
+        Ok(fetched)
+    }
+
+    /// Run one exchange with the remote under a watcher that interrupts it
+    /// past its time, byte or object bound.
+    fn bounded<T>(
+        &self,
+        exchange: impl FnOnce(&AtomicBool) -> Result<T, FetchError>,
+    ) -> Result<T, FetchError> {
         let interrupt = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let watcher = Watcher::start(
@@ -278,7 +305,7 @@ impl Mirror {
             interrupt.clone(),
             done.clone(),
         );
-        let result = self.fetch_inner(token, &interrupt);
+        let result = exchange(&interrupt);
         done.store(true, Ordering::SeqCst);
         let crossed = watcher.join();
         match (crossed, result) {
@@ -299,20 +326,115 @@ impl Mirror {
         }
     }
 
-    fn fetch_inner(
+    /// The branch, into its tracking ref; its tip.
+    fn fetch_branch(
         &self,
         token: Option<String>,
         interrupt: &AtomicBool,
     ) -> Result<Fetched, FetchError> {
-        use gix::remote::Direction;
-        let repo = self.repo()?;
         let branch_ref = format!("refs/heads/{}", self.opts.branch);
         let tracking = format!("refs/remotes/origin/{}", self.opts.branch);
-        let mut specs = vec![format!("+{branch_ref}:{tracking}")];
-        for pattern in &self.opts.preview_refs {
-            let local = pattern.strip_prefix("refs/").unwrap_or(pattern);
-            specs.push(format!("+{pattern}:{PREVIEWS_NS}{local}"));
+        let spec = format!("+{branch_ref}:{tracking}");
+        let no_branch = || FetchError::NoBranch {
+            url: self.shown_url(),
+            branch: self.opts.branch.clone(),
+        };
+        let (listed, objects) = self.exchange(&[spec], token, Some(interrupt))?;
+        let tip = listed
+            .iter()
+            .find_map(|(name, id)| (*name == branch_ref).then_some(*id))
+            .ok_or_else(no_branch)?;
+        let repo = self.repo()?;
+        let commit = repo
+            .find_commit(tip)
+            .map_err(|e| self.local(format!("the fetched tip {tip}: {e}")))?;
+        Ok(Fetched {
+            revision: crate::git::tree::revision_of(&commit, &self.opts.branch),
+            objects,
+            previews: Vec::new(),
+            previews_dropped: 0,
+            previews_error: None,
+        })
+    }
+
+    /// The refs matching `preview_refs`: listed first, then at most
+    /// [`MAX_PREVIEWS`] of them fetched (the highest names first, in natural
+    /// order, so pr/120 before pr/99: the newest pull requests), skipping
+    /// those whose tip is the branch's or in its history (merged). Each with
+    /// its tip; and how many were left out.
+    fn fetch_previews(
+        &self,
+        token: Option<String>,
+        interrupt: &AtomicBool,
+        branch_tip: &str,
+    ) -> Result<(Vec<(String, Revision)>, usize), FetchError> {
+        let branch_ref = format!("refs/heads/{}", self.opts.branch);
+        // A pattern needs a destination, though only the listing is asked for.
+        let listing: Vec<String> = self
+            .opts
+            .preview_refs
+            .iter()
+            .map(|p| format!("{p}:{PREVIEWS_NS}{}", p.strip_prefix("refs/").unwrap_or(p)))
+            .collect();
+        let (listed, _) = self.exchange(&listing, token.clone(), None)?;
+        let repo = self.repo()?;
+        let merged = self.history(&repo, branch_tip);
+        let mut matching: Vec<(String, gix::ObjectId)> = listed
+            .into_iter()
+            .filter(|(name, id)| {
+                *name != branch_ref
+                    && self.opts.preview_refs.iter().any(|p| ref_matches(p, name))
+                    && !merged.contains(id)
+            })
+            .collect();
+        matching.sort_by_cached_key(|(name, _)| std::cmp::Reverse(natural_key(name)));
+        let dropped = matching.len().saturating_sub(MAX_PREVIEWS);
+        matching.truncate(MAX_PREVIEWS);
+        if matching.is_empty() {
+            return Ok((Vec::new(), dropped));
         }
+        let specs: Vec<String> = matching
+            .iter()
+            .map(|(name, _)| format!("+{name}"))
+            .collect();
+        self.exchange(&specs, token, Some(interrupt))?;
+        let mut previews = Vec::with_capacity(matching.len());
+        for (name, id) in matching {
+            // Only commits are planned (a ref to a tag or a tree is skipped).
+            if let Ok(c) = repo.find_commit(id) {
+                let short = name.strip_prefix("refs/heads/").unwrap_or(&name);
+                previews.push((name.clone(), crate::git::tree::revision_of(&c, short)));
+            }
+        }
+        previews.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((previews, dropped))
+    }
+
+    /// The commits of the branch's history (at most the newest 100,000).
+    fn history(&self, repo: &gix::Repository, tip: &str) -> HashSet<gix::ObjectId> {
+        let Ok(id) = gix::ObjectId::from_hex(tip.as_bytes()) else {
+            return HashSet::new();
+        };
+        let Ok(Ok(walk)) = repo.find_commit(id).map(|c| c.ancestors().all()) else {
+            return HashSet::new();
+        };
+        walk.take(100_000)
+            .filter_map(Result::ok)
+            .map(|info| info.id)
+            .collect()
+    }
+
+    /// One exchange with the remote for `specs`: the refs it lists for them
+    /// (name and tip), and, when `receive` gives the interrupt, the pack
+    /// received (the objects counted).
+    fn exchange(
+        &self,
+        specs: &[String],
+        token: Option<String>,
+        receive: Option<&AtomicBool>,
+    ) -> Result<(Vec<(String, gix::ObjectId)>, u64), FetchError> {
+        use gix::remote::Direction;
+        let repo = self.repo()?;
         let remote = repo
             .remote_at(self.opts.url.as_str())
             .map_err(|e| self.remote_err(&e))?
@@ -320,30 +442,29 @@ impl Mirror {
             .map_err(|e| self.remote_err(&e))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
         match self.git_daemon(&remote)? {
-            Some(transport) => self.receive(
+            Some(transport) => self.negotiate(
                 &repo,
                 remote.to_connection_with_transport(transport),
                 token,
-                interrupt,
+                receive,
             ),
             None => {
                 let connection = remote
                     .connect(Direction::Fetch)
                     .map_err(|e| self.remote_err(&e))?;
-                self.receive(&repo, connection, token, interrupt)
+                self.negotiate(&repo, connection, token, receive)
             }
         }
     }
 
-    /// Negotiate and receive the pack on `connection`; the branch tip.
-    fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
+    /// List the refs on `connection`, and receive their pack when asked.
+    fn negotiate<T: gix::protocol::transport::client::blocking_io::Transport>(
         &self,
         repo: &gix::Repository,
         connection: gix::remote::Connection<'_, '_, '_, T>,
         token: Option<String>,
-        interrupt: &AtomicBool,
-    ) -> Result<Fetched, FetchError> {
-        let branch_ref = format!("refs/heads/{}", self.opts.branch);
+        receive: Option<&AtomicBool>,
+    ) -> Result<(Vec<(String, gix::ObjectId)>, u64), FetchError> {
         let connection = match self.https_options(repo)? {
             Some(options) => connection.with_transport_options(options),
             None => connection,
@@ -366,72 +487,30 @@ impl Mirror {
         let prepared = connection
             .prepare_fetch(gix::progress::Discard, Default::default())
             .map_err(|e| self.remote_err(&e))?;
-        let listed = prepared
-            .ref_map()
-            .remote_refs
-            .iter()
-            .any(|r| r.unpack().0 == branch_ref.as_str());
-        if !listed {
-            return Err(FetchError::NoBranch {
-                url: self.shown_url(),
-                branch: self.opts.branch.clone(),
-            });
-        }
+        let listed = |map: &gix::remote::fetch::RefMap| -> Vec<(String, gix::ObjectId)> {
+            map.remote_refs
+                .iter()
+                .filter_map(|r| {
+                    let (name, target, peeled) = r.unpack();
+                    Some((name.to_string(), peeled.or(target)?.to_owned()))
+                })
+                .collect()
+        };
+        // Nothing to receive when no spec matched a ref (a deleted branch):
+        // the caller finds its ref missing from the listing.
+        let Some(interrupt) = receive.filter(|_| !prepared.ref_map().mappings.is_empty()) else {
+            return Ok((listed(prepared.ref_map()), 0));
+        };
         let outcome = prepared
             .receive(gix::progress::Discard, interrupt)
             .map_err(|e| self.remote_err(&e))?;
-        let tip = outcome
-            .ref_map
-            .remote_refs
-            .iter()
-            .find_map(|r| {
-                let (name, target, peeled) = r.unpack();
-                (name == branch_ref.as_str())
-                    .then(|| peeled.or(target).map(ToOwned::to_owned))
-                    .flatten()
-            })
-            .ok_or_else(|| FetchError::NoBranch {
-                url: self.shown_url(),
-                branch: self.opts.branch.clone(),
-            })?;
         let objects = match &outcome.status {
             gix::remote::fetch::Status::Change {
                 write_pack_bundle, ..
             } => u64::from(write_pack_bundle.index.num_objects),
             _ => 0,
         };
-        let commit = repo
-            .find_commit(tip)
-            .map_err(|e| self.local(format!("the fetched tip {tip}: {e}")))?;
-        let mut matching: Vec<(String, gix::ObjectId)> = outcome
-            .ref_map
-            .remote_refs
-            .iter()
-            .filter_map(|r| {
-                let (name, target, peeled) = r.unpack();
-                let name = name.to_string();
-                let id = peeled.or(target)?.to_owned();
-                (name != branch_ref && self.opts.preview_refs.iter().any(|p| ref_matches(p, &name)))
-                    .then_some((name, id))
-            })
-            .collect();
-        matching.sort();
-        let previews_dropped = matching.len().saturating_sub(MAX_PREVIEWS);
-        matching.truncate(MAX_PREVIEWS);
-        let mut previews = Vec::with_capacity(matching.len());
-        for (name, id) in matching {
-            // Only commits are planned (a ref to a tag or a tree is skipped).
-            if let Ok(c) = repo.find_commit(id) {
-                let short = name.strip_prefix("refs/heads/").unwrap_or(&name);
-                previews.push((name.clone(), crate::git::tree::revision_of(&c, short)));
-            }
-        }
-        Ok(Fetched {
-            revision: crate::git::tree::revision_of(&commit, &self.opts.branch),
-            objects,
-            previews,
-            previews_dropped,
-        })
+        Ok((listed(&outcome.ref_map), objects))
     }
 
     /// A git:// remote is connected here, so that a server that stops
@@ -629,33 +708,36 @@ impl Watcher {
             list(&packs).into_iter().map(|(p, _)| p).collect();
         let started = Instant::now();
         let handle = std::thread::spawn(move || {
+            // What this fetch brings (the files it adds), past a bound?
+            let crossed = || {
+                let incoming: Vec<_> = list(&packs)
+                    .into_iter()
+                    .filter(|(p, _)| !before.contains(p))
+                    .collect();
+                let bytes: u64 = incoming.iter().map(|(_, len)| len).sum();
+                if bytes > limits.max_bytes {
+                    return Some(Crossed::Bytes);
+                }
+                incoming
+                    .iter()
+                    .filter_map(|(p, _)| pack_objects(p))
+                    .find(|&n| n > limits.max_objects)
+                    .map(Crossed::Objects)
+            };
             while !done.load(Ordering::SeqCst) {
-                let crossed = if started.elapsed() > limits.timeout {
+                let now = if started.elapsed() > limits.timeout {
                     Some(Crossed::Time)
                 } else {
-                    // What this fetch brings: the files it adds.
-                    let incoming: Vec<_> = list(&packs)
-                        .into_iter()
-                        .filter(|(p, _)| !before.contains(p))
-                        .collect();
-                    let bytes: u64 = incoming.iter().map(|(_, len)| len).sum();
-                    if bytes > limits.max_bytes {
-                        Some(Crossed::Bytes)
-                    } else {
-                        incoming
-                            .iter()
-                            .filter_map(|(p, _)| pack_objects(p))
-                            .find(|&n| n > limits.max_objects)
-                            .map(Crossed::Objects)
-                    }
+                    crossed()
                 };
-                if crossed.is_some() {
+                if now.is_some() {
                     interrupt.store(true, Ordering::SeqCst);
-                    return crossed;
+                    return now;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            None
+            // A fetch quicker than a look still answers for what it brought.
+            crossed()
         });
         Watcher { handle }
     }
@@ -771,6 +853,28 @@ pub fn check_ref_pattern(pattern: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `name` with each run of digits padded, so names sort as people read
+/// them: pr/99 before pr/120.
+fn natural_key(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 16);
+    let mut digits = String::new();
+    for c in name.chars().chain(std::iter::once('\0')) {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        if !digits.is_empty() {
+            let trimmed = digits.trim_start_matches('0');
+            out.push_str(&format!("{:0>20}", trimmed));
+            digits.clear();
+        }
+        if c != '\0' {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Does `name` match `pattern` (at most one `*`)?
 pub fn ref_matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
@@ -816,6 +920,22 @@ mod tests {
             "refs/merge-requests/12/merge"
         ));
         assert!(ref_matches("refs/heads/next", "refs/heads/next"));
+        let mut names = vec![
+            "refs/heads/pr/99",
+            "refs/heads/pr/120",
+            "refs/heads/pr/7",
+            "refs/heads/pr/a",
+        ];
+        names.sort_by_key(|n| std::cmp::Reverse(natural_key(n)));
+        assert_eq!(
+            names,
+            [
+                "refs/heads/pr/a",
+                "refs/heads/pr/120",
+                "refs/heads/pr/99",
+                "refs/heads/pr/7"
+            ]
+        );
     }
 
     #[test]

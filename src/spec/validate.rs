@@ -38,22 +38,59 @@ pub struct Config {
 
 impl Config {
     /// The providers and clusters of `self` that are not exactly those of
-    /// `trusted` ("provider NAME (FILE)"). A branch planned before it
-    /// merges is planned with the trusted ones, so it may change none: their
-    /// tokens, certificates and kubeconfigs are the planning host's.
+    /// `trusted` ("provider NAME (FILE)"): another document, or the same in
+    /// another file (its relative paths would resolve elsewhere). A branch
+    /// planned before it merges is planned with the trusted ones, so it may
+    /// change none: their tokens, certificates and kubeconfigs are the
+    /// planning host's.
     pub fn backends_changed_from(&self, trusted: &Config) -> Vec<String> {
         let mut differ = Vec::new();
         for (name, e) in &self.providers {
-            if trusted.providers.get(name).is_none_or(|t| t.doc != e.doc) {
+            if trusted
+                .providers
+                .get(name)
+                .is_none_or(|t| t.doc != e.doc || t.file != e.file)
+            {
                 differ.push(format!("provider {name} ({})", e.file));
             }
         }
         for (name, e) in &self.clusters {
-            if trusted.clusters.get(name).is_none_or(|t| t.doc != e.doc) {
+            if trusted
+                .clusters
+                .get(name)
+                .is_none_or(|t| t.doc != e.doc || t.file != e.file)
+            {
                 differ.push(format!("cluster {name} ({})", e.file));
             }
         }
         differ
+    }
+
+    /// The relative paths of the providers and clusters (tokens, CAs,
+    /// client certificates, kubeconfigs), "FILE: FIELD PATH". A fetched
+    /// config has no directory of its own: they would resolve from the
+    /// working directory, which may be a checkout of anything.
+    pub fn relative_backend_paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |file: &str, field: &str, path: Option<&At<std::path::PathBuf>>| {
+            if let Some(p) = path
+                && p.value.is_relative()
+            {
+                out.push(format!("{file}: {field} {}", p.value.display()));
+            }
+        };
+        for e in self.providers.values() {
+            if let ProviderSpec::Http(h) = &e.doc.spec.value {
+                check(&e.file, "tokenFile", h.token_file.as_ref());
+                check(&e.file, "caFile", h.ca_file.as_ref());
+                check(&e.file, "clientCert", h.client_cert.as_ref());
+                check(&e.file, "clientKey", h.client_key.as_ref());
+            }
+        }
+        for e in self.clusters.values() {
+            check(&e.file, "kubeconfig", e.doc.spec.value.kubeconfig.as_ref());
+        }
+        out
     }
 }
 

@@ -693,6 +693,9 @@ impl Keys {
             let gnupg = git_servers::Gnupg::new(dir);
             let allowed = gnupg.key("release@example.com");
             let unknown = gnupg.key("intruder@example.com");
+            // As `gpg --export` writes a key others have certified: their
+            // certifications are in it, and are not what is trusted.
+            gnupg.certify(&allowed, &unknown);
             let keyring = dir.join("keyring.asc");
             std::fs::write(&keyring, gnupg.export(&[&allowed])).unwrap();
             let flags = trust("--git-keyring", &keyring);
@@ -929,9 +932,41 @@ fn signed_tips_only(format: &str) {
         ..
     } = &keys
     {
-        // The key's revocation exported into the keyring: its next
-        // signature is refused, without a restart.
-        std::fs::write(keyring, gnupg.revoked(allowed)).unwrap();
+        // A signature over a SHA-1 digest is refused: too weak.
+        let sha1 = tmp.path().join("gpg-sha1");
+        std::fs::write(&sha1, "#!/bin/sh\nexec gpg --digest-algo SHA1 \"$@\"\n").unwrap();
+        std::fs::set_permissions(&sha1, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::write(repo.work.join("pools/web.yaml"), pool("img-sha1")).unwrap();
+        git_servers::git_with(
+            &repo.work,
+            &[
+                "-c",
+                "gpg.format=openpgp",
+                "-c",
+                &format!("gpg.program={}", sha1.display()),
+                "-c",
+                &format!("user.signingkey={allowed}"),
+                "commit",
+                "-q",
+                "-S",
+                "-am",
+                "roll web to img-sha1",
+            ],
+            &[("GNUPGHOME", gnupg.home.as_path())],
+        );
+        git(&repo.work, &["push", "-q", "-f", "origin", "main"]);
+        let tip = repo.head();
+        let s = d.wait_for("a SHA-1 signature refused", Duration::from_secs(20), |s| {
+            s["git"]["refused"]["commit"] == tip.as_str()
+        });
+        let reason = s["git"]["refused"]["reason"].as_str().unwrap();
+        assert!(reason.contains("too weak"), "{reason}");
+        // The key's revocation exported after it into the keyring (as
+        // `gpg --export KEY >> keyring` does): its next signature is refused,
+        // without a restart.
+        let appended = [gnupg.export(&[allowed]), gnupg.revoked(allowed)].concat();
+        std::fs::write(keyring, appended).unwrap();
         let tip = repo.commit_signed("img-revoked", Signed::ByAllowed, &keys);
         let s = d.wait_for(
             "a tip signed by the revoked key refused",
@@ -944,7 +979,7 @@ fn signed_tips_only(format: &str) {
             s["git"]["inForce"]["commit"],
             applied.last().unwrap().as_str()
         );
-        assert_eq!(by_reason("key-not-valid"), 1.0);
+        assert_eq!(by_reason("key-not-valid"), 2.0, "SHA-1, then revoked");
     }
     println!(
         "verification ({format}): {} of 21 commits applied (all signed by the allowed key), {refused} refused, 0 unsigned applied",
@@ -1171,11 +1206,37 @@ fn a_branch_is_planned_before_it_merges_and_nothing_acts() {
     let stderr = String::from_utf8_lossy(&changed.stderr);
     assert!(stderr.contains("changes provider sim"), "{stderr}");
 
+    // The same provider document moved to another file: its relative paths
+    // would resolve elsewhere, so it counts as changed.
+    git(&repo.work, &["checkout", "-q", "-b", "pr/moved"]);
+    std::fs::create_dir_all(repo.work.join("pools/elsewhere")).unwrap();
+    git(
+        &repo.work,
+        &[
+            "mv",
+            "pools/providers.yaml",
+            "pools/elsewhere/providers.yaml",
+        ],
+    );
+    git(&repo.work, &["commit", "-q", "-m", "the provider moved"]);
+    git(&repo.work, &["checkout", "-q", "main"]);
+    let moved = cli(&["plan", "pools", "--git-ref", "pr/moved"]);
+    assert!(!moved.status.success());
+    let stderr = String::from_utf8_lossy(&moved.stderr);
+    assert!(stderr.contains("changes provider sim"), "{stderr}");
+
     // The same from the remote, with no work tree: fetched into a
     // temporary clone, planned with the providers of main's tip.
     git(
         &repo.work,
-        &["push", "-q", "origin", "pr/batch", "pr/provider"],
+        &[
+            "push",
+            "-q",
+            "origin",
+            "pr/batch",
+            "pr/provider",
+            "pr/moved",
+        ],
     );
     let url = repo.file_url();
     let remote = |git_ref: &str, output: &str| {
@@ -1223,6 +1284,7 @@ fn a_branch_is_planned_before_it_merges_and_nothing_acts() {
     assert!(full.contains("nodepool.batch will be created"), "{full}");
     for (git_ref, says) in [
         ("pr/provider", "changes provider sim"),
+        ("pr/moved", "changes provider sim"),
         ("pr/nosuch", "has no refs/heads/pr/nosuch"),
         ("pr/*", "not a branch or a full ref name"),
     ] {
@@ -1274,6 +1336,9 @@ fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
             secret_file.to_str().unwrap(),
             "--preview-refs",
             "refs/heads/pr/*",
+            // A pull request too large to fetch must not hold up the branch.
+            "--git-max-objects",
+            "60",
         ],
     );
     let main_tip = repo.head();
@@ -1294,6 +1359,11 @@ fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
         "{before:?}"
     );
 
+    // A merged branch (its tip in main's history) is not previewed.
+    git(
+        &repo.work,
+        &["push", "-q", "origin", "main:refs/heads/pr/merged"],
+    );
     // A pull-request branch that adds a pool and rolls another, announced
     // by a push webhook.
     git(&repo.work, &["checkout", "-q", "-b", "pr/7"]);
@@ -1323,6 +1393,12 @@ fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
     println!(
         "push -> webhook -> fetch -> preview planned: {:.2}s",
         pushed.elapsed().as_secs_f64()
+    );
+    let (_, body) = d.get("/v1/previews");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        listed["previews"].get("refs/heads/pr/merged").is_none(),
+        "a merged branch is not previewed: {listed:#}"
     );
     let (code, body) = d.get("/v1/previews/refs/heads/pr/7");
     assert_eq!(code, 200, "{body}");
@@ -1468,5 +1544,40 @@ fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
         live_state(&state),
         before,
         "a preview wrote to the live state"
+    );
+
+    // A pull request past the fetch's bounds: its fetch fails and says so,
+    // the previews stay, and the branch is still fetched and applied.
+    git(&repo.work, &["checkout", "-q", "-b", "pr/big", "main"]);
+    for i in 0..100 {
+        std::fs::write(repo.work.join(format!("blob-{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    git(&repo.work, &["add", "."]);
+    git(&repo.work, &["commit", "-q", "-m", "a hundred files"]);
+    git(&repo.work, &["push", "-q", "origin", "pr/big"]);
+    let big = repo.head();
+    git(&repo.work, &["checkout", "-q", "main"]);
+    let body = fixture("github-push.json", &big, "refs/heads/pr/big");
+    assert_eq!(hook(&d, "127.0.0.1", &github(&body, SECRET), &body).0, 202);
+    d.wait_for(
+        "the large ref's fetch failing",
+        Duration::from_secs(20),
+        |_| {
+            let (_, body) = d.get("/v1/previews");
+            let v: Value = serde_json::from_str(&body).unwrap_or_default();
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("--git-max-objects"))
+                && v["previews"].get("refs/heads/pr/8").is_some()
+        },
+    );
+    git(&repo.work, &["reset", "-q", "--hard", &main_tip]);
+    let next = repo.commit_image("img-3", "roll web to img-3");
+    let body = fixture("github-push.json", &next, "refs/heads/main");
+    assert_eq!(hook(&d, "127.0.0.1", &github(&body, SECRET), &body).0, 202);
+    d.wait_for(
+        "the branch applied past the large ref",
+        Duration::from_secs(30),
+        |s| s["git"]["inForce"]["commit"] == next.as_str(),
     );
 }

@@ -233,6 +233,11 @@ impl Gnupg {
             .to_string()
     }
 
+    /// `by` certifies `key` (a third party's signature on its user id).
+    pub fn certify(&self, key: &str, by: &str) {
+        self.gpg(&["--default-key", by, "--quick-sign-key", key]);
+    }
+
     /// The public key `fingerprint` with its revocation (the certificate
     /// gpg made with the key), armored; this home still signs with it.
     pub fn revoked(&self, fingerprint: &str) -> Vec<u8> {

@@ -332,8 +332,9 @@
       return h("div", { class: "fleet preview" }, head, refused, summary, changes, errors, plan);
     });
     const more = doc.dropped ? h("p", { class: "sub" }, doc.dropped + " more matching refs are not previewed") : null;
+    const failing = doc.error ? h("p", { class: "err", role: "alert" }, "Fetching the refs failed (the previews shown are older): " + doc.error) : null;
     const none = list.length === 0 ? h("p", { class: "muted" }, "No ref matches " + (doc.patterns || []).join(", ") + " yet.") : null;
-    $("previews").replaceChildren(...[...rows, more, none].filter(Boolean));
+    $("previews").replaceChildren(...[failing, ...rows, more, none].filter(Boolean));
   }
 
   // ---- changes across pools: stages as swimlanes, pools as cells ----------------
@@ -912,6 +913,8 @@
     window.addEventListener("resize", () => { clearTimeout(rt); rt = setTimeout(() => { if (S.route.view === "pool" && S.doc) { renderCharts(); renderForecast(); } }, 200); });
     // Move the "now" lines; this redraws locally and never asks the server.
     setInterval(() => { if (S.route.view === "pool" && S.doc && !document.hidden) renderCharts(); }, 5000);
+    // Previews change on every fetch, not with an event: look again now and then.
+    setInterval(() => { if (S.route.view === "overview" && S.status && S.status.git && !document.hidden) loadPreviews(); }, 15000);
     onRoute();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();

@@ -73,16 +73,19 @@ impl Trusted {
 
     /// Is `signature` (the commit's `gpgsig` header) a valid signature over
     /// `payload` (the commit without that header) by a trusted key, made at
-    /// `signed_at` (the commit's time)? Who signed, if so.
+    /// `signed_at` (the commit's time) and checked at `now` (seconds since
+    /// the epoch)? Who signed, if so.
     pub fn verify(
         &self,
         signature: Option<&[u8]>,
         payload: &[u8],
         signed_at: i64,
+        now: i64,
     ) -> Result<String, Unverified> {
         match self {
+            // git compares an SSH key's validity with the commit's time.
             Trusted::Ssh(keys) => keys.verify(signature, payload, signed_at),
-            Trusted::OpenPgp(keys) => keys.verify(signature, payload, signed_at),
+            Trusted::OpenPgp(keys) => keys.verify(signature, payload, signed_at, now),
         }
     }
 }

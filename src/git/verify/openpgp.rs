@@ -4,12 +4,19 @@
 //! the `pgp` crate (rPGP), never by running `gpg`.
 //!
 //! A key signs for a commit when its self-signatures verify, it is not
-//! revoked, it had not expired when the signature was made, and it is the
-//! primary key or a subkey bound for signing.
+//! revoked, it has not expired (when the signature was made, nor now), it is
+//! the primary key (flagged for signing, or without flags) or a subkey bound
+//! for signing, and the signature's hash is not MD5, SHA-1 or RIPEMD-160.
+//!
+//! The file is the whole trust: certifications by other keys are dropped
+//! (no web of trust), and copies of one key (a key, then its revocation,
+//! exported one after the other) are merged, so a revocation appended to the
+//! file takes effect.
 
 use std::io::Cursor;
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::crypto::hash::HashAlgorithm;
 use pgp::packet::{Signature, SignatureType};
 use pgp::types::{KeyDetails, Timestamp};
 
@@ -27,26 +34,48 @@ const NO_KEY: &str = "no public key in it (gpg --export --armor KEYID)";
 const MAX_KEYS: usize = 1000;
 
 impl Keyring {
-    /// Read a keyring; an error names the key that is wrong.
+    /// Read a keyring, armored (any number of blocks) or binary; an error
+    /// names the key that is wrong.
     pub fn parse(bytes: &[u8]) -> Result<Keyring, String> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(NO_KEY.into());
         }
-        let (parsed, _) = SignedPublicKey::from_reader_many(Cursor::new(bytes))
-            .map_err(|e| format!("not an OpenPGP keyring (gpg --export --armor KEYID): {e}"))?;
-        let mut keys = Vec::new();
-        for (n, key) in parsed.enumerate() {
-            let key = key.map_err(|e| format!("key {}: {e}", n + 1))?;
+        let mut keys: Vec<SignedPublicKey> = Vec::new();
+        let mut add = |key: SignedPublicKey, n: usize| -> Result<(), String> {
+            let key = self_signed_only(key);
             key.verify_bindings().map_err(|e| {
                 format!(
-                    "key {} ({}): its self-signatures do not verify: {e}",
-                    n + 1,
+                    "key {n} ({}): its self-signatures do not verify: {e}",
                     fingerprint(&key)
                 )
             })?;
-            keys.push(key);
+            match keys
+                .iter_mut()
+                .find(|k| k.primary_key.fingerprint() == key.primary_key.fingerprint())
+            {
+                Some(known) => merge(known, key),
+                None => keys.push(key),
+            }
             if keys.len() > MAX_KEYS {
                 return Err(format!("more than {MAX_KEYS} keys"));
+            }
+            Ok(())
+        };
+        let mut n = 0;
+        for block in blocks(bytes)? {
+            let parsed = match block {
+                Block::Armored(text) => {
+                    SignedPublicKey::from_armor_many(Cursor::new(text)).map(|(keys, _)| keys)
+                }
+                Block::Binary(raw) => SignedPublicKey::from_bytes_many(Cursor::new(raw)),
+            }
+            .map_err(|e| format!("not an OpenPGP keyring (gpg --export --armor KEYID): {e}"))?;
+            for key in parsed {
+                n += 1;
+                let key = key.map_err(|e| {
+                    format!("not an OpenPGP keyring (gpg --export --armor KEYID): key {n}: {e}")
+                })?;
+                add(key, n)?;
             }
         }
         if keys.is_empty() {
@@ -64,14 +93,15 @@ impl Keyring {
     }
 
     /// Is `signature` (the commit's `gpgsig` header) a valid OpenPGP
-    /// signature over `payload` by a key of the ring? Its first user id, if
-    /// so. `signed_at` (the commit's time) stands in for a signature without
-    /// a creation time.
+    /// signature over `payload` by a key of the ring, at `now`? Its first
+    /// user id, if so. `signed_at` (the commit's time) stands in for a
+    /// signature without a creation time.
     pub fn verify(
         &self,
         signature: Option<&[u8]>,
         payload: &[u8],
         signed_at: i64,
+        now: i64,
     ) -> Result<String, Unverified> {
         let Some(signature) = signature else {
             return Err(Unverified::Unsigned);
@@ -91,6 +121,16 @@ impl Keyring {
                 "not a signature over data (a key or certification signature)".into(),
             ));
         }
+        if let Some(weak) = sig.hash_alg().filter(|h| {
+            matches!(
+                h,
+                HashAlgorithm::Md5 | HashAlgorithm::Sha1 | HashAlgorithm::Ripemd160
+            )
+        }) {
+            return Err(Unverified::NotValidHere(format!(
+                "the signature uses {weak}, which is too weak to trust (SHA-256 or better)"
+            )));
+        }
         let made = sig
             .created()
             .map(|t| i64::from(t.as_secs()))
@@ -100,7 +140,7 @@ impl Keyring {
             return Err(Unverified::UnknownKey(issuer));
         };
         let who = format!("{} ({issuer})", user(key));
-        if let Some(why) = not_valid(key, signer, made) {
+        if let Some(why) = not_valid(key, signer, made, now) {
             return Err(Unverified::NotValidHere(format!("{who}: {why}")));
         }
         let verified = match signer {
@@ -141,18 +181,53 @@ enum Signer {
     Subkey(usize),
 }
 
-/// Why `signer` of `key` may not sign at `made`, if it may not.
-fn not_valid(key: &SignedPublicKey, signer: Signer, made: i64) -> Option<String> {
+/// Why `signer` of `key` may not sign a signature made at `made`, checked
+/// at `now`, if it may not.
+fn not_valid(key: &SignedPublicKey, signer: Signer, made: i64, now: i64) -> Option<String> {
     if !key.details.revocation_signatures.is_empty() {
         return Some("the key is revoked".into());
     }
-    let primary_expiry = latest(key.details.users.iter().flat_map(|u| u.signatures.iter()))
-        .and_then(|s| expires(key.primary_key.created_at(), s));
-    if primary_expiry.is_some_and(|t| made > t) {
-        return Some("the key had expired when the commit was signed".into());
+    let primary = latest(
+        key.details
+            .users
+            .iter()
+            .flat_map(|u| u.signatures.iter())
+            .chain(key.details.direct_signatures.iter())
+            .filter(|s| {
+                matches!(
+                    s.typ(),
+                    Some(
+                        SignatureType::CertGeneric
+                            | SignatureType::CertPersona
+                            | SignatureType::CertCasual
+                            | SignatureType::CertPositive
+                            | SignatureType::Key
+                    )
+                )
+            }),
+    );
+    let expired = |at: Option<i64>| match at {
+        Some(t) if made > t => Some("had expired when the commit was signed"),
+        Some(t) if now > t => Some("has expired"),
+        _ => None,
+    };
+    if let Some(when) = expired(primary.and_then(|s| expires(key.primary_key.created_at(), s))) {
+        return Some(format!("the key {when}"));
     }
     let Signer::Subkey(i) = signer else {
-        return None;
+        // A primary key whose flags leave out signing may not sign.
+        return match primary.map(|s| s.key_flags()) {
+            Some(f)
+                if !f.sign()
+                    && (f.certify()
+                        || f.encrypt_comms()
+                        || f.encrypt_storage()
+                        || f.authentication()) =>
+            {
+                Some("the primary key is not flagged for signing".into())
+            }
+            _ => None,
+        };
     };
     let sub = &key.public_subkeys[i];
     if sub
@@ -170,10 +245,99 @@ fn not_valid(key: &SignedPublicKey, signer: Signer, made: i64) -> Option<String>
     if !binding.key_flags().sign() {
         return Some("the subkey that signed is not bound for signing".into());
     }
-    if expires(sub.key.created_at(), binding).is_some_and(|t| made > t) {
-        return Some("the signing subkey had expired when the commit was signed".into());
+    if let Some(when) = expired(expires(sub.key.created_at(), binding)) {
+        return Some(format!("the signing subkey {when}"));
     }
     None
+}
+
+/// The key with only its own signatures: certifications of its user ids
+/// by other keys are dropped (the keyring is the whole trust, and they
+/// cannot be verified without those keys).
+fn self_signed_only(mut key: SignedPublicKey) -> SignedPublicKey {
+    let fp = key.primary_key.fingerprint();
+    let id = key.primary_key.legacy_key_id();
+    let own = |s: &Signature| {
+        let fps = s.issuer_fingerprint();
+        let ids = s.issuer_key_id();
+        (fps.is_empty() && ids.is_empty())
+            || fps.iter().any(|f| **f == fp)
+            || ids.iter().any(|i| **i == id)
+    };
+    for user in &mut key.details.users {
+        user.signatures.retain(own);
+    }
+    for attr in &mut key.details.user_attributes {
+        attr.signatures.retain(own);
+    }
+    key.details.direct_signatures.retain(own);
+    key
+}
+
+/// Two copies of one key (each verified): one with every signature of both,
+/// so a revocation in either counts.
+fn merge(into: &mut SignedPublicKey, other: SignedPublicKey) {
+    let d = &mut into.details;
+    d.revocation_signatures
+        .extend(other.details.revocation_signatures);
+    d.direct_signatures.extend(other.details.direct_signatures);
+    d.users.extend(other.details.users);
+    d.user_attributes.extend(other.details.user_attributes);
+    for sub in other.public_subkeys {
+        let fp = sub.key.fingerprint();
+        match into
+            .public_subkeys
+            .iter_mut()
+            .find(|s| s.key.fingerprint() == fp)
+        {
+            Some(known) => known.signatures.extend(sub.signatures),
+            None => into.public_subkeys.push(sub),
+        }
+    }
+}
+
+/// A keyring file's parts: each armored block, or the whole of a binary
+/// file. Text outside the armored blocks is refused (it would be ignored).
+enum Block<'a> {
+    Armored(&'a [u8]),
+    Binary(&'a [u8]),
+}
+
+const BEGIN: &str = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
+const END: &str = "-----END PGP PUBLIC KEY BLOCK-----";
+
+fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, String> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Ok(vec![Block::Binary(bytes)]);
+    };
+    if !text.contains(BEGIN) {
+        return Ok(vec![Block::Binary(bytes)]);
+    }
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let Some(start) = rest.find(BEGIN) else {
+            if !rest.trim().is_empty() {
+                return Err(format!(
+                    "text outside a {BEGIN} block: {:?}",
+                    rest.trim().chars().take(40).collect::<String>()
+                ));
+            }
+            return Ok(out);
+        };
+        if !rest[..start].trim().is_empty() {
+            return Err(format!(
+                "text outside a {BEGIN} block: {:?}",
+                rest[..start].trim().chars().take(40).collect::<String>()
+            ));
+        }
+        let Some(end) = rest[start..].find(END) else {
+            return Err(format!("a {BEGIN} block without its end line"));
+        };
+        let end = start + end + END.len();
+        out.push(Block::Armored(&rest.as_bytes()[start..end]));
+        rest = &rest[end..];
+    }
 }
 
 /// The newest of some self-signatures.
@@ -229,5 +393,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(!err.is_empty());
+    }
+
+    #[test]
+    fn every_armored_block_is_read_and_text_outside_them_refused() {
+        let block = format!("{BEGIN}\n\nAAAA\n{END}\n");
+        let two = format!("{block}\n{block}");
+        assert_eq!(blocks(two.as_bytes()).unwrap().len(), 2);
+        let parts: Vec<&[u8]> = blocks(two.as_bytes())
+            .unwrap()
+            .into_iter()
+            .map(|b| match b {
+                Block::Armored(t) => t,
+                Block::Binary(_) => panic!("armored"),
+            })
+            .collect();
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.starts_with(BEGIN.as_bytes()) && p.ends_with(END.as_bytes()))
+        );
+        for bad in [
+            format!("{block}trailing words"),
+            format!("leading words\n{block}"),
+            format!("{BEGIN}\n\nAAAA\n"),
+        ] {
+            assert!(blocks(bad.as_bytes()).is_err(), "{bad}");
+        }
+        // Not text, or not armored: one binary keyring.
+        assert!(matches!(
+            blocks(&[0x99, 0x01, 0xff]).unwrap()[..],
+            [Block::Binary(_)]
+        ));
     }
 }
