@@ -263,6 +263,42 @@ fn request(
     )
 }
 
+/// A signed GitHub push webhook for `git_ref` at `after`; answered 202.
+fn push_hook(d: &Daemon, secret: &str, git_ref: &str, after: &str) {
+    let body = format!(r#"{{"ref":"{git_ref}","after":"{after}"}}"#);
+    let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
+    let (code, text) = request(
+        &d.url,
+        "POST",
+        "/v1/hooks/git",
+        &[
+            ("X-GitHub-Event".into(), "push".into()),
+            ("X-Hub-Signature-256".into(), format!("sha256={sig}")),
+            ("Content-Type".into(), "application/json".into()),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(code, 202, "{text}");
+}
+
+/// Wait until every pool is in sync (created, on its template).
+fn wait_in_sync(d: &Daemon, pools: usize, limit: Duration) {
+    let t = Instant::now();
+    loop {
+        let (_, body) = request(&d.url, "GET", "/v1/status", &[], b"");
+        let s: Value = serde_json::from_str(&body).unwrap();
+        let synced = s["pools"]
+            .as_array()
+            .map(|p| p.iter().filter(|p| p["state"] == "in-sync").count())
+            .unwrap_or(0);
+        if synced == pools {
+            return;
+        }
+        assert!(t.elapsed() < limit, "{synced} of {pools} pools in sync");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Whether `pool` was planned from `commit`.
 fn planned_from(d: &Daemon, pool: &str, commit: &str) -> bool {
     let (_, body) = request(&d.url, "GET", &format!("/v1/status?pool={pool}"), &[], b"");
@@ -322,20 +358,7 @@ fn pushes(webhook: bool, n: usize) {
         let tip = push_one(root, &root.join("work"), &remote, &format!("img-push-{i}"));
         let t = Instant::now();
         if webhook {
-            let body = format!(r#"{{"ref":"refs/heads/main","after":"{tip}"}}"#);
-            let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
-            let (code, text) = request(
-                &d.url,
-                "POST",
-                "/v1/hooks/git",
-                &[
-                    ("X-GitHub-Event".into(), "push".into()),
-                    ("X-Hub-Signature-256".into(), format!("sha256={sig}")),
-                    ("Content-Type".into(), "application/json".into()),
-                ],
-                body.as_bytes(),
-            );
-            assert_eq!(code, 202, "{text}");
+            push_hook(&d, secret, "refs/heads/main", &tip);
         }
         wait_planned(&d, &tip, Duration::from_secs(30));
         took.push(t.elapsed().as_secs_f64());
@@ -384,25 +407,12 @@ fn previews(n: usize, files: usize) {
         ],
     );
     let work = root.join("work");
-    // The first push makes the clone; main's tip is planned first.
+    // The first push makes the clone; main's tip is planned, and every
+    // pool created and in sync, before the first branch.
     let first = push_one(root, &work, &remote, "img-main");
-    let body = format!(r#"{{"ref":"refs/heads/main","after":"{first}"}}"#);
-    let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
-    let hook = |body: &str, sig: &str| {
-        request(
-            &d.url,
-            "POST",
-            "/v1/hooks/git",
-            &[
-                ("X-GitHub-Event".into(), "push".into()),
-                ("X-Hub-Signature-256".into(), format!("sha256={sig}")),
-                ("Content-Type".into(), "application/json".into()),
-            ],
-            body.as_bytes(),
-        )
-    };
-    hook(&body, &sig);
+    push_hook(&d, secret, "refs/heads/main", &first);
     wait_planned(&d, &first, Duration::from_secs(120));
+    wait_in_sync(&d, files, Duration::from_secs(600));
     let mut took = Vec::new();
     for i in 0..n {
         let branch = format!("pr/{i}");
@@ -424,17 +434,17 @@ fn previews(n: usize, files: usize) {
             .unwrap();
         let tip = String::from_utf8(out.stdout).unwrap().trim().to_string();
         let git_ref = format!("refs/heads/{branch}");
-        let body = format!(r#"{{"ref":"{git_ref}","after":"{tip}"}}"#);
-        let sig = poolwright::git::hook::sign(body.as_bytes(), secret.as_bytes());
         let t = Instant::now();
-        let (code, text) = hook(&body, &sig);
-        assert_eq!(code, 202, "{text}");
+        push_hook(&d, secret, &git_ref, &tip);
         loop {
             let (_, body) = request(&d.url, "GET", "/v1/previews", &[], b"");
             let v: Value = serde_json::from_str(&body).unwrap();
             let p = &v["previews"][git_ref.as_str()];
             if p["commit"]["commit"] == tip.as_str() {
-                assert!(p["summary"]["roll"] == 1, "{p}");
+                // The branch's one change, against pools all in sync.
+                assert_eq!(p["summary"]["roll"], 1, "{p}");
+                assert_eq!(p["summary"]["add"], 0, "{p}");
+                assert_eq!(p["changes"][0]["pool"], "pool-00002", "{p}");
                 break;
             }
             assert!(

@@ -427,27 +427,32 @@ fn github(body: &[u8], secret: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A daemon on `repo` that fetches only when a webhook signed with
+/// [`SECRET`] says so (the interval is an hour).
+fn start_on_webhooks(root: &Path, repo: &Repo, extra: &[&str]) -> Daemon {
+    let secret_file = root.join("webhook.secret");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let url = repo.file_url();
+    let mut args = vec![
+        "--git-url",
+        &url,
+        "--git-path",
+        "pools",
+        "--git-interval",
+        "1h",
+        "--webhook-secret-file",
+        secret_file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Daemon::start(root, &args)
+}
+
 #[test]
 fn a_signed_push_webhook_fetches_at_once_and_everything_else_is_answered_and_ignored() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Repo::new(tmp.path());
     let secret_file = tmp.path().join("webhook.secret");
-    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
-    let url = repo.file_url();
-    // Fetching on the interval would take an hour: only webhooks fetch.
-    let d = Daemon::start(
-        tmp.path(),
-        &[
-            "--git-url",
-            &url,
-            "--git-path",
-            "pools",
-            "--git-interval",
-            "1h",
-            "--webhook-secret-file",
-            secret_file.to_str().unwrap(),
-        ],
-    );
+    let d = start_on_webhooks(tmp.path(), &repo, &[]);
     d.wait_for(
         "the first fetch",
         Duration::from_secs(30),
@@ -1319,21 +1324,10 @@ fn live_state(state: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Repo::new(tmp.path());
-    let secret_file = tmp.path().join("webhook.secret");
-    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
-    let url = repo.file_url();
-    // Fetching on the interval would take an hour: only webhooks fetch.
-    let d = Daemon::start(
+    let d = start_on_webhooks(
         tmp.path(),
+        &repo,
         &[
-            "--git-url",
-            &url,
-            "--git-path",
-            "pools",
-            "--git-interval",
-            "1h",
-            "--webhook-secret-file",
-            secret_file.to_str().unwrap(),
             "--preview-refs",
             "refs/heads/pr/*",
             // A pull request too large to fetch must not hold up the branch.

@@ -90,6 +90,23 @@ impl Trusted {
     }
 }
 
+/// A commit's signature as text, when it is in the format verified (its
+/// armor starts with `begin`); why not, when it is not.
+fn armored<'a>(
+    signature: Option<&'a [u8]>,
+    begin: &str,
+    format: &'static str,
+) -> Result<std::borrow::Cow<'a, str>, Unverified> {
+    let Some(signature) = signature else {
+        return Err(Unverified::Unsigned);
+    };
+    let text = String::from_utf8_lossy(signature);
+    if !text.trim_start().starts_with(begin) {
+        return Err(Unverified::OtherFormat(format));
+    }
+    Ok(text)
+}
+
 /// Why a commit is not verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unverified {

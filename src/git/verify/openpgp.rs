@@ -103,16 +103,7 @@ impl Keyring {
         signed_at: i64,
         now: i64,
     ) -> Result<String, Unverified> {
-        let Some(signature) = signature else {
-            return Err(Unverified::Unsigned);
-        };
-        let text = String::from_utf8_lossy(signature);
-        if !text
-            .trim_start()
-            .starts_with("-----BEGIN PGP SIGNATURE-----")
-        {
-            return Err(Unverified::OtherFormat("OpenPGP"));
-        }
+        let text = super::armored(signature, "-----BEGIN PGP SIGNATURE-----", "OpenPGP")?;
         let (sig, _) = DetachedSignature::from_armor_single(Cursor::new(text.trim().as_bytes()))
             .map_err(|e| Unverified::Malformed(e.to_string()))?;
         let sig = sig.signature;

@@ -63,16 +63,7 @@ impl AllowedSigners {
         payload: &[u8],
         signed_at: i64,
     ) -> Result<String, Unverified> {
-        let Some(signature) = signature else {
-            return Err(Unverified::Unsigned);
-        };
-        let text = String::from_utf8_lossy(signature);
-        if !text
-            .trim_start()
-            .starts_with("-----BEGIN SSH SIGNATURE-----")
-        {
-            return Err(Unverified::OtherFormat("SSH"));
-        }
+        let text = super::armored(signature, "-----BEGIN SSH SIGNATURE-----", "SSH")?;
         let sig = SshSig::from_pem(text.trim().as_bytes())
             .map_err(|e| Unverified::Malformed(e.to_string()))?;
         if sig.namespace() != NAMESPACE {
