@@ -169,11 +169,26 @@ impl AppendLog {
     }
 
     fn open_file(path: &Path) -> std::io::Result<std::fs::File> {
+        // A symbolic link is not followed, as the lock file's is not: one
+        // planted in a shared directory would send these lines elsewhere.
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-            .open(path)?;
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!(
+                            "{} is a symbolic link, which is not followed (name the file itself)",
+                            path.display()
+                        ),
+                    )
+                } else {
+                    e
+                }
+            })?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             return Err(std::io::Error::new(

@@ -129,8 +129,10 @@ impl TcpRules {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
+            // The scheme is case-insensitive (RFC 9110, section 11.1).
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .unwrap_or("");
         if constant_time_eq(token.as_bytes(), given.as_bytes()) {
             Ok(token_id(token))
@@ -330,12 +332,22 @@ mod tests {
             StatusCode::FORBIDDEN
         );
         let r = rules(Some(file.clone()));
-        assert!(
-            r.check_token(&headers(&[("authorization", "Bearer s3cret")]))
-                .unwrap()
-                .starts_with("token sha256:")
-        );
-        for bad in ["Bearer s3cre", "Bearer s3cret2", "Basic s3cret", ""] {
+        // The scheme in any case, as RFC 9110 says.
+        for good in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
+            assert!(
+                r.check_token(&headers(&[("authorization", good)]))
+                    .unwrap()
+                    .starts_with("token sha256:"),
+                "{good}"
+            );
+        }
+        for bad in [
+            "Bearer s3cre",
+            "Bearer s3cret2",
+            "Basic s3cret",
+            "Bearers3cret",
+            "",
+        ] {
             assert_eq!(
                 r.check_token(&headers(&[("authorization", bad)]))
                     .unwrap_err()

@@ -190,6 +190,14 @@ fn the_forecast_command_sweeps_tries_budgets_and_draws() {
     let o = cli(d.path(), &["forecast", "config"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("No roll planned"), "{}", text(&o));
+    // A pool not in the desired state is an error, not "nothing to forecast".
+    let o = cli(d.path(), &["forecast", "config", "--pool", "wbe"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("--pool \"wbe\": no pool of that name") && text(&o).contains("web"),
+        "{}",
+        text(&o)
+    );
     let o = cli(d.path(), &["apply", "config", "--auto-approve"]);
     assert!(o.status.success(), "{}", text(&o));
     std::thread::sleep(std::time::Duration::from_secs(2));

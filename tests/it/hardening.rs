@@ -337,6 +337,55 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
     assert_eq!(mode, 0o660);
 }
 
+/// A symbolic link planted where the events go (`--events FILE`, or
+/// `STATE/events.jsonl` for the daemon) is refused, as the lock file's is:
+/// nothing is appended to its target.
+#[test]
+fn an_events_file_that_is_a_planted_link_is_refused_not_followed() {
+    let tmp = setup();
+    let target = tmp.path().join("someone-elses-file");
+    std::fs::write(&target, "theirs\n").unwrap();
+    let link = tmp.path().join("events.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = cli_within(
+        tmp.path(),
+        &[
+            "apply",
+            "config",
+            "--auto-approve",
+            "--state-dir",
+            "state",
+            "--events",
+            link.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("is a symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs\n");
+
+    // The daemon's own events file.
+    std::fs::create_dir_all(tmp.path().join("state")).unwrap();
+    std::os::unix::fs::symlink(&target, tmp.path().join("state/events.jsonl")).unwrap();
+    let out = cli_within(
+        tmp.path(),
+        &[
+            "run",
+            "config",
+            "--state-dir",
+            "state",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("is a symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs\n");
+}
+
 #[test]
 fn a_planted_journal_is_never_followed_out_of_the_state_directory() {
     let tmp = setup();

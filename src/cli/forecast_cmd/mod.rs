@@ -478,6 +478,30 @@ pub(super) fn forecast(
     else {
         return Ok(exit::FAILED);
     };
+    // A pool that is not in the desired state is a typo, not "nothing to forecast".
+    let unknown: Vec<&String> = req
+        .pools
+        .iter()
+        .filter(|p| !snap.config.pools.contains_key(p.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        let names = || snap.config.pools.keys().map(String::as_str);
+        for p in unknown {
+            let hint = match crate::spec::diag::did_you_mean(p, names()) {
+                close if !close.is_empty() => close,
+                _ if snap.config.pools.len() <= 10 => format!(
+                    " (its pools: {})",
+                    crate::spec::diag::one_of(&names().collect::<Vec<_>>())
+                ),
+                _ => String::new(),
+            };
+            eprintln!(
+                "error: --pool {p:?}: no pool of that name in {}{hint}",
+                dir.display()
+            );
+        }
+        return Ok(exit::FAILED);
+    }
     let now = clock.now();
     let (report, text) = match forecast_plan(&snap.config, &snap, &plan, &state, req, now) {
         Ok(r) => r,
