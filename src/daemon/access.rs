@@ -52,6 +52,13 @@ const TOKEN_LIMIT: u64 = 4096;
 impl TcpRules {
     /// Whether the `Host` header names this listener.
     pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Denied> {
+        // Two Host headers: which one a proxy in front read is anyone's guess.
+        if headers.get_all(header::HOST).iter().count() > 1 {
+            return Err(Denied(
+                StatusCode::BAD_REQUEST,
+                "one Host header, not several".into(),
+            ));
+        }
         let Some(host) = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -67,8 +74,9 @@ impl TcpRules {
         } else {
             Err(Denied(
                 StatusCode::MISDIRECTED_REQUEST,
+                // The Host given is not echoed back.
                 format!(
-                    "Host {host:?} is not this listener ({}); add it with --allowed-host if it is a name of this host",
+                    "the Host header does not name this listener ({}); add the name with --allowed-host if it is one of this host's",
                     self.local
                 ),
             ))
@@ -279,6 +287,13 @@ mod tests {
             r.check_host(&HeaderMap::new()).unwrap_err().0,
             StatusCode::BAD_REQUEST
         );
+        let e = r
+            .check_host(&headers(&[("host", "evil.example")]))
+            .unwrap_err();
+        assert!(!e.1.contains("evil"), "the Host is not echoed: {}", e.1);
+        let mut two = headers(&[("host", "localhost:9479")]);
+        two.append("host", HeaderValue::from_static("evil.example"));
+        assert_eq!(r.check_host(&two).unwrap_err().0, StatusCode::BAD_REQUEST);
     }
 
     #[test]

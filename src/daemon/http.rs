@@ -81,8 +81,15 @@ pub fn router(state: HttpState) -> Router {
     }
 }
 
+/// A refusal, as plain text never to be sniffed (the Host check runs
+/// outside the layer that marks every other answer).
 fn refuse(Denied(status, message): Denied) -> Response {
-    (status, format!("{message}\n")).into_response()
+    (
+        status,
+        [(header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+        format!("{message}\n"),
+    )
+        .into_response()
 }
 
 async fn healthz(State(s): State<HttpState>) -> Response {

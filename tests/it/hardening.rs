@@ -248,6 +248,25 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
         );
         assert_eq!(code, 421, "GET {path} with a foreign Host");
     }
+    // The refusal is never sniffed, and does not echo the Host given.
+    let mut s = std::net::TcpStream::connect(&host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+    s.write_all(b"GET /v1/status HTTP/1.1\r\nHost: <script>.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let lower = raw.to_ascii_lowercase();
+    assert!(lower.starts_with("http/1.1 421"), "{raw}");
+    assert!(lower.contains("x-content-type-options: nosniff"), "{raw}");
+    assert!(!raw.contains("<script>"), "{raw}");
+    // Two Host headers: 400, whichever a proxy would have read.
+    let (code, _) = raw_tcp(
+        &d.url,
+        &format!(
+            "GET /v1/status HTTP/1.1\r\nHost: {host}\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(code, 400, "two Host headers");
     let (code, _) = raw_tcp(
         &d.url,
         "GET /v1/status HTTP/1.1\r\nHost: bastion.example\r\nConnection: close\r\n\r\n",
