@@ -49,6 +49,38 @@ pub struct Denied(pub StatusCode, pub String);
 /// The largest token file read.
 const TOKEN_LIMIT: u64 = 4096;
 
+/// The fewest bytes a secret may have: the control token, a webhook's.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// A secret read from `path` (`flag` names it): a regular file of at least
+/// [`MIN_SECRET_BYTES`] once trimmed, so a guessable one is refused.
+pub fn read_secret(flag: &str, path: &std::path::Path) -> anyhow::Result<String> {
+    let secret = crate::files::read_regular_text(path, TOKEN_LIMIT)
+        .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
+    let secret = secret.trim().to_string();
+    anyhow::ensure!(
+        secret.len() >= MIN_SECRET_BYTES,
+        "{flag} {}: the secret has {} bytes; use at least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)",
+        path.display(),
+        secret.len()
+    );
+    Ok(secret)
+}
+
+/// At start: a secret's file that other users can read is said out loud
+/// (as ssh does for a key), since anyone who reads it holds the authority.
+pub fn warn_if_readable_by_others(flag: &str, path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o004 != 0
+    {
+        tracing::warn!(
+            "{flag} {}: the file can be read by every user of this host; `chmod o-r` it",
+            path.display()
+        );
+    }
+}
+
 impl TcpRules {
     /// Whether the `Host` header names this listener.
     pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Denied> {
@@ -120,20 +152,14 @@ impl TcpRules {
             ));
         };
         // Read at each request, so a rotated token takes effect without a restart.
-        let token = crate::files::read_regular_text(file, TOKEN_LIMIT).map_err(|e| {
-            tracing::error!("control token file {}: {e}", file.display());
+        let token = read_secret("--control-token-file", file).map_err(|e| {
+            tracing::error!("{e:#}");
             Denied(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "the control token file cannot be read; see the daemon's log".into(),
+                "the control token cannot be used (unreadable, or shorter than 32 bytes); see the daemon's log".into(),
             )
         })?;
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(Denied(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the control token file is empty".into(),
-            ));
-        }
+        let token = token.as_str();
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
@@ -341,40 +367,57 @@ mod tests {
     fn tokens() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("token");
+        // Too short to be a secret: refused, whatever is sent.
         std::fs::write(&file, "s3cret\n").unwrap();
+        assert_eq!(
+            rules(Some(file.clone()))
+                .check_token(&headers(&[("authorization", "Bearer s3cret")]))
+                .unwrap_err()
+                .0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let secret = "s3cret-0123456789abcdef-0123456789";
+        std::fs::write(&file, format!("{secret}\n")).unwrap();
         assert_eq!(
             rules(None).check_token(&HeaderMap::new()).unwrap_err().0,
             StatusCode::FORBIDDEN
         );
         let r = rules(Some(file.clone()));
         // The scheme in any case, as RFC 9110 says.
-        for good in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
+        for good in [
+            format!("Bearer {secret}"),
+            format!("bearer {secret}"),
+            format!("BEARER  {secret}"),
+        ] {
             assert!(
-                r.check_token(&headers(&[("authorization", good)]))
+                r.check_token(&headers(&[("authorization", &good)]))
                     .unwrap()
                     .starts_with("token sha256:"),
                 "{good}"
             );
         }
         for bad in [
-            "Bearer s3cre",
-            "Bearer s3cret2",
-            "Basic s3cret",
-            "Bearers3cret",
-            "",
+            "Bearer s3cret-0123456789abcdef-012345678".to_string(),
+            format!("Bearer {secret}2"),
+            format!("Basic {secret}"),
+            format!("Bearer{secret}"),
+            String::new(),
         ] {
             assert_eq!(
-                r.check_token(&headers(&[("authorization", bad)]))
+                r.check_token(&headers(&[("authorization", &bad)]))
                     .unwrap_err()
                     .0,
                 StatusCode::UNAUTHORIZED
             );
         }
         // Rotation: the file is read again.
-        std::fs::write(&file, "n3w").unwrap();
+        std::fs::write(&file, "n3w-0123456789abcdef-0123456789abcdef").unwrap();
         assert!(
-            r.check_token(&headers(&[("authorization", "Bearer n3w")]))
-                .is_ok()
+            r.check_token(&headers(&[(
+                "authorization",
+                "Bearer n3w-0123456789abcdef-0123456789abcdef"
+            )]))
+            .is_ok()
         );
     }
 }

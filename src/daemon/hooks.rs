@@ -11,8 +11,7 @@ use std::path::Path;
 use super::fetcher::Poke;
 use super::metrics::WebhookLabels;
 use super::shared::HttpState;
-use crate::files::read_regular_text;
-use crate::git::hook::{self, Hook, MIN_SECRET_BYTES};
+use crate::git::hook::{self, Hook};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -28,16 +27,7 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 /// The secret, checked: a regular file, at most 4 KiB, at least 32 bytes
 /// once trimmed.
 pub fn read_webhook_secret(path: &Path) -> anyhow::Result<String> {
-    let secret = read_regular_text(path, 4096)
-        .map_err(|e| anyhow::anyhow!("--webhook-secret-file {}: {e}", path.display()))?;
-    let secret = secret.trim().to_string();
-    anyhow::ensure!(
-        secret.len() >= MIN_SECRET_BYTES,
-        "--webhook-secret-file {}: the secret has {} bytes; use at least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)",
-        path.display(),
-        secret.len()
-    );
-    Ok(secret)
+    super::access::read_secret("--webhook-secret-file", path)
 }
 
 fn answer(status: StatusCode, message: impl Into<String>) -> Response {

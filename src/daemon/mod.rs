@@ -110,6 +110,11 @@ pub fn daemon_file(state_dir: &std::path::Path) -> PathBuf {
 }
 
 pub fn run(opts: Options) -> anyhow::Result<u8> {
+    // A control token that cannot be used is said before anything starts.
+    if let Some(token) = &opts.control.token_file {
+        access::read_secret("--control-token-file", token)?;
+        access::warn_if_readable_by_others("--control-token-file", token);
+    }
     let state = StateDir::new(&opts.state_dir);
     let _lock = StateLock::acquire(
         &state.root,
@@ -125,6 +130,7 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
         Some(git) => {
             if let Some(secret) = &git.webhook_secret_file {
                 hooks::read_webhook_secret(secret)?;
+                access::warn_if_readable_by_others("--webhook-secret-file", secret);
             }
             check_trust(git)?;
             let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?;

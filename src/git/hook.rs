@@ -7,10 +7,6 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// The shortest secret accepted: a guessable secret lets anyone make the
-/// daemon fetch.
-pub const MIN_SECRET_BYTES: usize = 32;
-
 /// Which forge sent it, by its signature header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Forge {

@@ -141,7 +141,7 @@ fn journal_status(root: &Path) -> Option<String> {
 fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
     let tmp = setup();
     let token = tmp.path().join("control.token");
-    std::fs::write(&token, "t0ken-for-tests\n").unwrap();
+    std::fs::write(&token, "t0ken-for-tests-0123456789abcdef-0123\n").unwrap();
     let d = Daemon::start(
         tmp.path(),
         &[
@@ -184,7 +184,7 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
             &host,
             "/v1/pools/web/pause",
             &[
-                "Authorization: Bearer t0ken-for-tests",
+                "Authorization: Bearer t0ken-for-tests-0123456789abcdef-0123",
                 "Content-Type: application/json",
                 "Sec-Fetch-Site: cross-site",
             ],
@@ -194,7 +194,7 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
             &host,
             "/v1/pools/web/pause",
             &[
-                "Authorization: Bearer t0ken-for-tests",
+                "Authorization: Bearer t0ken-for-tests-0123456789abcdef-0123",
                 "Content-Type: text/plain",
             ],
             "{}",
@@ -220,7 +220,7 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
             "evil.example",
             "/v1/pools/web/pause",
             &[
-                "Authorization: Bearer t0ken-for-tests",
+                "Authorization: Bearer t0ken-for-tests-0123456789abcdef-0123",
                 "Content-Type: application/json",
             ],
             "{}",
@@ -305,7 +305,7 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
             &host,
             "/v1/pools/web/pause",
             &[
-                "Authorization: Bearer t0ken-for-tests",
+                "Authorization: Bearer t0ken-for-tests-0123456789abcdef-0123",
                 "Content-Type: application/json",
             ],
             "{\"reason\": \"incident 42\"}",
@@ -354,6 +354,38 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);
+}
+
+/// A guessable control token is refused before anything starts.
+#[test]
+fn a_short_control_token_stops_the_start() {
+    let tmp = setup();
+    let token = tmp.path().join("control.token");
+    std::fs::write(&token, "hunter2\n").unwrap();
+    let out = cli_within(
+        tmp.path(),
+        &[
+            "run",
+            "config",
+            "--state-dir",
+            "state",
+            "--listen",
+            "127.0.0.1:0",
+            "--control-token-file",
+            token.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--control-token-file") && stderr.contains("at least 32"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("hunter2"),
+        "the token is never shown: {stderr}"
+    );
 }
 
 /// A symbolic link planted where the events go (`--events FILE`, or
