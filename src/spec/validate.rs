@@ -966,9 +966,54 @@ fn check_cluster(c: &mut Checker, d: &ClusterDoc) {
     }
 }
 
+/// The longest template string (an image reference, an instance type, a
+/// label or tag): what a provider takes is far shorter, and every string is
+/// kept in journals, plans and events. An annotation's value may be longer
+/// (some carry JSON), up to [`MAX_ANNOTATION_VALUE`].
+const MAX_TEMPLATE_STRING: usize = 1024;
+const MAX_ANNOTATION_VALUE: usize = 64 * 1024;
+
+/// Template strings past [`MAX_TEMPLATE_STRING`] bytes, said at the spec
+/// (the template's fields carry no position of their own).
+fn check_template_lengths(c: &mut Checker, spec: &At<NodePoolSpec>) {
+    let t = &spec.template;
+    let mut long: Vec<(String, usize, usize)> = [
+        ("image", &t.image),
+        ("instanceType", &t.instance_type),
+        ("kubernetesVersion", &t.kubernetes_version),
+    ]
+    .into_iter()
+    .filter_map(|(name, v)| Some((name.to_string(), v.as_ref()?.len(), MAX_TEMPLATE_STRING)))
+    .collect();
+    for (what, map, value_limit) in [
+        ("labels", &t.labels, MAX_TEMPLATE_STRING),
+        ("annotations", &t.annotations, MAX_ANNOTATION_VALUE),
+        ("tags", &t.tags, MAX_TEMPLATE_STRING),
+    ] {
+        for (k, v) in map {
+            let shown: String = k.chars().take(40).collect();
+            long.push((
+                format!("{what} key {shown:?}"),
+                k.len(),
+                MAX_TEMPLATE_STRING,
+            ));
+            long.push((format!("{what}.{shown}"), v.len(), value_limit));
+        }
+    }
+    for (what, len, limit) in long {
+        if len > limit {
+            c.error(
+                spec.pos,
+                format!("template {what} is {len} bytes; at most {limit}"),
+            );
+        }
+    }
+}
+
 fn check_pool(c: &mut Checker, d: &NodePoolDoc) {
     let spec = &d.spec;
     check_size(c, spec);
+    check_template_lengths(c, spec);
     check_rollout(c, &spec.rollout, spec.pos);
     let d = &spec.disruption;
     check_rules(
