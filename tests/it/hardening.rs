@@ -356,28 +356,34 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
     assert_eq!(mode, 0o660);
 }
 
+/// `poolwright run config` with `extra`, which must refuse to start; its
+/// standard error.
+fn run_refused(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "run",
+        "config",
+        "--state-dir",
+        "state",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    let out = cli_within(dir, &args, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
+
 /// A guessable control token is refused before anything starts.
 #[test]
 fn a_short_control_token_stops_the_start() {
     let tmp = setup();
     let token = tmp.path().join("control.token");
     std::fs::write(&token, "hunter2\n").unwrap();
-    let out = cli_within(
+    let stderr = run_refused(
         tmp.path(),
-        &[
-            "run",
-            "config",
-            "--state-dir",
-            "state",
-            "--listen",
-            "127.0.0.1:0",
-            "--control-token-file",
-            token.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
+        &["--control-token-file", token.to_str().unwrap()],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
     assert!(
         stderr.contains("--control-token-file") && stderr.contains("at least 32"),
         "{stderr}"
@@ -419,20 +425,7 @@ fn an_events_file_that_is_a_planted_link_is_refused_not_followed() {
     // The daemon's own events file.
     std::fs::create_dir_all(tmp.path().join("state")).unwrap();
     std::os::unix::fs::symlink(&target, tmp.path().join("state/events.jsonl")).unwrap();
-    let out = cli_within(
-        tmp.path(),
-        &[
-            "run",
-            "config",
-            "--state-dir",
-            "state",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        Duration::from_secs(30),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = run_refused(tmp.path(), &[]);
     assert!(stderr.contains("is a symbolic link"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs\n");
 }

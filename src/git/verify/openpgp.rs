@@ -84,14 +84,6 @@ impl Keyring {
         Ok(Keyring { keys })
     }
 
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// Is `signature` (the commit's `gpgsig` header) a valid OpenPGP
     /// signature over `payload` by a key of the ring, at `now`? Its first
     /// user id, if so. `signed_at` (the commit's time) stands in for a
