@@ -996,3 +996,78 @@ fn https_with_a_private_ca_client_certificates_a_token_from_the_environment_and_
         "the plug-in's log holds a token: {log}"
     );
 }
+
+/// A plug-in whose describe lists 2 fewer nodes than the size it reports
+/// (its test hook `EC2_INSTANCES_HIDE_NODES`): `apply` must end in an
+/// error that names the pool, the call and its answer within the pool's
+/// startup timeout, not wait without a word for nodes that never show up.
+#[test]
+fn a_describe_that_contradicts_itself_is_a_located_error_not_a_silent_wait() {
+    let m = moto();
+    let w = World::beside(&m.url, tempfile::tempdir().unwrap());
+    let plugin = Plugin::start_with_env(
+        &m.url,
+        w.dir.path(),
+        &[],
+        &[("EC2_INSTANCES_HIDE_NODES", "2")],
+    );
+    w.provider(&plugin.url, "");
+    let pool = |ami: usize| {
+        w.write(
+            "config/liar.yaml",
+            &format!(
+                "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: liar}}\nspec:\n  providerRef: ec2\n  size: 4\n  template:\n    image: {}\n    instanceType: t3.micro\n  rollout:\n    maxSurge: 1\n    health: {{minReady: 0s, startupTimeout: 15s}}\n",
+                AMIS[ami]
+            ),
+        )
+    };
+    pool(0);
+    w.apply();
+    // A roll: the measured case created nodes, then waited until killed.
+    pool(1);
+    let started = Instant::now();
+    let mut child = w
+        .command(&[
+            "apply",
+            "config",
+            "--auto-approve",
+            "--events",
+            "events.jsonl",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The startup timeout, a look or two past it, and slack for a loaded
+    // machine: past that, apply is waiting without a word.
+    let bound = Duration::from_secs(15 + 60);
+    while child.try_wait().unwrap().is_none() && started.elapsed() < bound {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let silent = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = w.events();
+    assert!(
+        !silent,
+        "apply still waiting after {bound:?}:\n{text}\nevents: {events:#?}\nplug-in log:\n{}",
+        plugin.log_text()
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    for want in ["liar", "describe", "answered size 5 but listed 3 node(s)"] {
+        assert!(text.contains(want), "no {want:?} in:\n{text}");
+    }
+    assert!(
+        events.iter().any(|e| e["event"] == "degraded"
+            && e["pool"] == "liar"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("describe"))),
+        "{events:#?}"
+    );
+}

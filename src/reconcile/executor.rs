@@ -434,6 +434,7 @@ impl<'a> Executor<'a> {
             .filter(|id| self.index.get(id).is_none())
             .cloned()
             .collect();
+        let reappeared = self.index.take_reappeared();
         // Only the nodes in flight are listed; the quiet ones are counted.
         let (listed, quiet) = if self.every_node {
             (self.index.all(), None)
@@ -449,6 +450,7 @@ impl<'a> Executor<'a> {
                 drains: &drains,
                 override_policy: self.override_policy,
                 quiet,
+                reappeared: &reappeared,
             },
         );
         // Intent first: the journal holds every mark before the calls are made.

@@ -77,6 +77,7 @@ pub fn resume(r: &RolloutState, now: Timestamp) -> Result<Resumed, Refused> {
             r.status = Status::Running;
             // Time spent stopped is not a lack of progress.
             r.last_progress_at = now;
+            r.stall_reported = false;
             let message = match retried {
                 0 => format!("nodepool.{pool}: resumed"),
                 n => format!(

@@ -9,7 +9,7 @@
 //!
 //! Pure: no I/O and no clock; the instant is given.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -57,6 +57,37 @@ pub struct PoolIndex {
     /// The size the provider holds.
     size: u32,
     basis: Option<Basis>,
+    /// Nodes observed to go, most recent last (at most [`DEPARTED`]).
+    departed: Departed,
+    /// Nodes listed again after they were observed to go, since the last
+    /// [`PoolIndex::take_reappeared`].
+    reappeared: Vec<Arc<str>>,
+}
+
+/// How many gone nodes an index remembers, to notice one listed again.
+const DEPARTED: usize = 4096;
+
+#[derive(Clone, Debug, Default)]
+struct Departed {
+    order: VecDeque<Arc<str>>,
+    ids: rustc_hash::FxHashSet<Arc<str>>,
+}
+
+impl Departed {
+    fn insert(&mut self, id: Arc<str>) {
+        if self.ids.insert(id.clone()) {
+            self.order.push_back(id);
+            if self.order.len() > DEPARTED
+                && let Some(first) = self.order.pop_front()
+            {
+                self.ids.remove(&first);
+            }
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
 }
 
 impl PoolIndex {
@@ -84,7 +115,23 @@ impl PoolIndex {
                 .zip(&nodes)
                 .all(|(s, n)| s.node.id == n.id);
         if !same_order {
+            let now: rustc_hash::FxHashSet<&str> = nodes.iter().map(|n| &*n.id).collect();
+            let mut departed = std::mem::take(&mut self.departed);
+            for id in self.by_id.keys() {
+                if !now.contains(&**id) {
+                    departed.insert(id.clone());
+                }
+            }
+            let mut reappeared = std::mem::take(&mut self.reappeared);
+            reappeared.extend(
+                nodes
+                    .iter()
+                    .filter(|n| departed.contains(&n.id) && !self.by_id.contains_key(&n.id))
+                    .map(|n| n.id.clone()),
+            );
             *self = PoolIndex::of(nodes, size);
+            self.departed = departed;
+            self.reappeared = reappeared;
             return;
         }
         self.size = size;
@@ -107,6 +154,7 @@ impl PoolIndex {
             if let Some(i) = self.by_id.remove(id) {
                 self.leave(i);
                 self.slots[i] = None;
+                self.departed.insert(id.clone());
             }
         }
         for node in changed {
@@ -194,11 +242,20 @@ impl PoolIndex {
         self.size
     }
 
+    /// Nodes listed again after the provider's answers had them gone (a
+    /// describe that contradicts itself), since the last call.
+    pub fn take_reappeared(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.reappeared)
+    }
+
     /// Append a node the index has not seen; it is listed until classified.
     fn put(&mut self, node: Node) {
         if let Some(&i) = self.by_id.get(&node.id) {
             self.set(i, node);
             return;
+        }
+        if self.departed.contains(&node.id) {
+            self.reappeared.push(node.id.clone());
         }
         let i = self.slots.len();
         self.by_id.insert(node.id.clone(), i);
@@ -550,5 +607,25 @@ mod tests {
         let listed: Vec<String> = index.each_listed().map(|n| n.id.to_string()).collect();
         assert_eq!(listed, ["o0000", "n0300"]);
         assert_eq!((index.quiet_old(), index.quiet_new()), (999, 300));
+    }
+
+    #[test]
+    fn a_node_listed_again_after_it_went_is_reported_once() {
+        let a = healthy("a", &old());
+        let b = healthy("b", &old());
+        // Whole answers: b missing from one, then back.
+        let mut index = PoolIndex::of(vec![a.clone(), b.clone()], 2);
+        index.replace(vec![a.clone()], 2);
+        assert!(index.take_reappeared().is_empty());
+        index.replace(vec![a.clone(), b.clone()], 2);
+        assert_eq!(index.take_reappeared(), vec![Arc::from("b")]);
+        assert!(index.take_reappeared().is_empty(), "reported once");
+        // Changes: b reported gone, then changed.
+        index.update(Vec::new(), &[Arc::from("b")], 1);
+        index.update(vec![b.clone()], &[], 2);
+        assert_eq!(index.take_reappeared(), vec![Arc::from("b")]);
+        // A new node is not one listed again.
+        index.update(vec![healthy("c", &new())], &[], 3);
+        assert!(index.take_reappeared().is_empty());
     }
 }

@@ -69,7 +69,7 @@ impl Settings {
                 .iter()
                 .map(|c| (c.at.value.0.clamp(0, 100) as u32, c.pause))
                 .collect(),
-            progress_deadline: r.progress_deadline,
+            progress_deadline: r.progress_deadline.duration(),
             waves: r.waves,
             semantics: r.semantics(),
             disruption: doc.spec.disruption.clone(),
@@ -386,6 +386,15 @@ pub struct RolloutState {
     /// the provider had already started is answered, not repeated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<PendingCreate>,
+    /// Since when the provider has reported a size larger than the nodes it
+    /// lists (a create not yet visible; past `startupTimeout`, a describe
+    /// that contradicts itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted_since: Option<Timestamp>,
+    /// `rollout_stalled` was reported for the stretch without progress
+    /// that began at `last_progress_at` (once per stretch).
+    #[serde(default)]
+    pub stall_reported: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::located::At;
-use super::values::{Duration, IntOrPercent, Percent, TimeOfDay, Weekday};
+use super::values::{Duration, IntOrPercent, Limit, Percent, TimeOfDay, Weekday};
 
 pub const API_VERSION: &str = "poolwright/v1";
 
@@ -598,9 +598,11 @@ pub struct Rollout {
     )]
     #[schemars(range(min = 1, max = 100_000))]
     pub max_failed_nodes: At<i64>,
-    /// Fail the rollout when it makes no progress for this long.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress_deadline: Option<Duration>,
+    /// Turn the rollout Degraded when it makes no progress for this long
+    /// (a `rollout_stalled` event comes at half of it). Default 30m; `none`
+    /// waits forever, and must be written out.
+    #[serde(default = "Rollout::default_progress_deadline")]
+    pub progress_deadline: Limit,
     /// Replace in waves, as the managed services' surge upgrades do: a new
     /// wave starts only when every replacement of the previous one has
     /// finished. Slower than the default pipeline (a freed slot is reused at
@@ -655,6 +657,10 @@ impl Rollout {
     fn default_max_failed_nodes() -> At<i64> {
         At::bare(3)
     }
+
+    fn default_progress_deadline() -> Limit {
+        Limit::After(Duration::secs(30 * 60))
+    }
 }
 
 impl Default for Rollout {
@@ -671,7 +677,7 @@ impl Default for Rollout {
             checkpoints: Vec::new(),
             on_failure: OnFailure::default(),
             max_failed_nodes: Rollout::default_max_failed_nodes(),
-            progress_deadline: None,
+            progress_deadline: Rollout::default_progress_deadline(),
             waves: false,
         }
     }

@@ -184,6 +184,87 @@ impl JsonSchema for Duration {
     }
 }
 
+/// A time limit that may be switched off, but only in writing: a duration,
+/// or `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Limit {
+    None,
+    After(Duration),
+}
+
+impl Limit {
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Limit::None => None,
+            Limit::After(d) => Some(d),
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::None => f.write_str("none"),
+            Limit::After(d) => d.fmt(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Limit;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as \"30m\", or \"none\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Limit, E> {
+                if v.trim() == "none" {
+                    return Ok(Limit::None);
+                }
+                // A word that is not a duration gets the other choice named.
+                Duration::parse(v).map(Limit::After).map_err(|e| match e {
+                    e if e.contains("expected a duration") => {
+                        E::custom(format!("{e}, or \"none\""))
+                    }
+                    e => E::custom(e),
+                })
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Limit, E> {
+                Err(E::custom(format!(
+                    "invalid duration {v}: a unit is required, such as \"{v}s\" or \"{v}m\" (or \"none\")"
+                )))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Limit, E> {
+                Err(E::custom(format!(
+                    "invalid duration {v}: a non-negative value with a unit is required (or \"none\")"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Limit {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for Limit {
+    fn schema_name() -> Cow<'static, str> {
+        "Limit".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "A duration with units (\"30m\", \"1h30m\"), or \"none\" for no limit.",
+            "pattern": "^\\s*(\\d|none\\s*$)",
+            "examples": ["30m", "2h", "none"]
+        })
+    }
+}
+
 /// An absolute count or a percentage of the pool's desired size (`2` or `"25%"`).
 ///
 /// Negative numbers are kept as written so validation can say "must not be

@@ -101,5 +101,6 @@ pub fn inputs<'a>(
         drains,
         override_policy: false,
         quiet: None,
+        reappeared: &[],
     }
 }

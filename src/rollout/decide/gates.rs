@@ -115,6 +115,7 @@ pub(super) fn evaluate(d: &mut Decision, t: &Tally, inp: &Inputs) -> Gates {
     // Waiting for the policy or a bake is not a lack of progress.
     if held || baking {
         s.last_progress_at = now;
+        s.stall_reported = false;
     }
     Gates {
         open: d.waiting.is_none() && has_work,

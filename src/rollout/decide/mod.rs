@@ -58,6 +58,8 @@ pub struct Inputs<'a> {
     /// When given, `nodes` holds only the nodes this set leaves out: a look
     /// at a large pool visits the few nodes in flight, not every node.
     pub quiet: Option<&'a dyn Quiet>,
+    /// Nodes the provider listed again after its answers had them gone.
+    pub reappeared: &'a [std::sync::Arc<str>],
 }
 
 /// The quiet nodes of a pool, counted and not visited: healthy, in service
@@ -330,6 +332,8 @@ pub fn begin(
         rollback_reason: None,
         creates: 0,
         pending_create: None,
+        unlisted_since: None,
+        stall_reported: false,
         settings,
     }
 }

@@ -25,6 +25,8 @@ pub(super) struct Tally {
     pub outdated_unmarked: u32,
     /// Updated nodes beyond the size (a scale-down).
     pub surplus: u32,
+    /// Nodes the provider lists (not terminating), quiet ones included.
+    pub listed: u32,
 }
 
 impl Tally {
@@ -93,6 +95,7 @@ impl Tally {
             quarantined: count(|m| matches!(m, Mark::Quarantined)),
             outdated_unmarked,
             surplus: updated_live.saturating_sub(s.settings.size),
+            listed,
         };
         let canary = s.settings.canary;
         for id in fresh {
@@ -118,6 +121,7 @@ impl Tally {
         if progress != s.progress {
             s.progress = progress;
             s.last_progress_at = now;
+            s.stall_reported = false;
         }
         // The floor only ratchets up: availability regained is not given away.
         s.peak_available = s.peak_available.max(available);

@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         + (f", TEST HOOK {pools_mod.CRASH_ENV}={os.environ[pools_mod.CRASH_ENV]}"
            if os.environ.get(pools_mod.CRASH_ENV) else "")
         + (f", TEST HOOK {pools_mod.DELAY_ENV}={os.environ[pools_mod.DELAY_ENV]}"
-           if os.environ.get(pools_mod.DELAY_ENV) else ""),
+           if os.environ.get(pools_mod.DELAY_ENV) else "")
+        + (f", TEST HOOK {pools_mod.HIDE_ENV}={os.environ[pools_mod.HIDE_ENV]}"
+           if os.environ.get(pools_mod.HIDE_ENV) else ""),
         file=sys.stderr, flush=True,
     )
 

@@ -42,6 +42,7 @@ KEY_TTL = 24 * 3600
 RECENT_LAUNCH_WINDOW = 300
 CRASH_ENV = "EC2_INSTANCES_CRASH_AFTER"
 DELAY_ENV = "EC2_INSTANCES_LAUNCH_DELAY"
+HIDE_ENV = "EC2_INSTANCES_HIDE_NODES"
 
 Result = tuple[int, Any, Callable | None]  # status, body, record change (in the done transaction)
 
@@ -62,6 +63,18 @@ def launch_delay() -> None:
     delay = float(os.environ.get(DELAY_ENV, "0") or 0)
     if delay > 0:
         time.sleep(delay)
+
+
+def hidden_nodes() -> int:
+    """TEST HOOK: EC2_INSTANCES_HIDE_NODES=N makes describe leave out the N
+    oldest live instances of every pool while still reporting the pool's
+    size: a plug-in that lies, so a client can be tested for noticing that
+    a describe contradicts itself instead of waiting for nodes that never
+    show up."""
+    try:
+        return max(0, int(os.environ.get(HIDE_ENV, "0") or 0))
+    except ValueError:
+        return 0
 
 
 def log(msg: str) -> None:
@@ -272,9 +285,13 @@ class Pools:
             if rec is None and not live:
                 continue  # does not exist
             nodes = []
+            hide = hidden_nodes()
             for i in sorted(insts, key=lambda i: (i.launched_at, i.id)):
                 if i.state == TERMINATED:
                     gone.append(i.id)
+                    continue
+                if hide > 0 and i.live:
+                    hide -= 1
                     continue
                 node = {
                     "id": i.id,
