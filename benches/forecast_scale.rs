@@ -42,6 +42,7 @@ fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         waves: false,
         semantics: Default::default(),
         disruption: Disruption::default(),
+        order: Default::default(),
     }
 }
 
@@ -61,6 +62,8 @@ fn pool(nodes: u32, old: TemplateHash, start: jiff::Timestamp) -> ObservedPool {
                 healthy_since: Some(start),
                 cordoned: false,
                 provider_id: None,
+                zone: None,
+                labels: Default::default(),
             })
             .collect(),
     }

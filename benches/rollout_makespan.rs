@@ -82,6 +82,7 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         waves: batch,
         semantics: Default::default(),
         disruption: Default::default(),
+        order: Default::default(),
     };
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::new(dir.path());

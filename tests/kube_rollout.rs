@@ -463,3 +463,101 @@ fn drain_timeout_quarantine_leaves_the_node_cordoned_and_carries_on() {
     );
     assert!(cordoned(&rt, &w.cp) >= 1);
 }
+
+/// `rollout.order: zone` with nodes in three zones, the zones as the Node
+/// objects say (`topology.kubernetes.io/zone`, set here apart from the
+/// provider's own zones): every zone's nodes are drained as one block, the
+/// next zone's first drain after the last node of the one before drained.
+#[test]
+fn order_zone_finishes_each_zone_before_the_next() {
+    let cp = ControlPlane::start();
+    let dir = tempfile::tempdir().unwrap();
+    let w = World { cp, dir };
+    w.write("config/cluster.yaml", &w.cp.cluster_doc("test"));
+    w.write(
+        "config/provider.yaml",
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 10s}\n  zones: [sim-a, sim-b]\n",
+    );
+    let pool = |image: &str, policy: &str| {
+        w.write(
+            "config/web.yaml",
+            &format!(
+                "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  clusterRef: test\n  size: 6\n  template: {{image: {image}}}\n  rollout:\n    order: zone\n    maxSurge: 2\n    maxUnavailable: 0\n    health: {{minReady: 0s, startupTimeout: 2m}}\n  disruption: {{policy: {policy}}}\n"
+            ),
+        )
+    };
+    pool("img-1", "Allow");
+    let (ok, text) = w.apply();
+    assert!(ok, "{text}");
+    pool("img-2", "Block");
+    let rt = rt();
+    let mut nodes = BTreeSet::new();
+    for _ in 0..40 {
+        w.apply();
+        nodes = registered_nodes(&rt, &w.cp);
+        if nodes.len() == 6 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(nodes.len(), 6, "the simulator's nodes did not register");
+    // Three zones of two nodes, as the cluster labels them.
+    let zones = ["east", "west", "north"];
+    let zone_of: std::collections::BTreeMap<String, &str> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), zones[i % 3]))
+        .collect();
+    rt.block_on(async {
+        let api = Api::<Node>::all(w.cp.client().await);
+        for (n, z) in &zone_of {
+            let patch =
+                serde_json::json!({"metadata": {"labels": {"topology.kubernetes.io/zone": z}}});
+            api.patch(n, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    });
+    pool("img-2", "Allow");
+    let (ok, text) = w.apply();
+    assert!(ok, "{text}");
+    let events = w.events();
+    let drained: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] == "drain_started")
+        .filter_map(|e| e["node"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        drained.iter().collect::<BTreeSet<_>>(),
+        nodes.iter().collect::<BTreeSet<_>>(),
+        "{text}"
+    );
+    let mut seen: Vec<&str> = Vec::new();
+    for id in &drained {
+        let z = zone_of[id];
+        if seen.last() != Some(&z) {
+            assert!(
+                !seen.contains(&z),
+                "zone {z} again after {seen:?}: {drained:?}"
+            );
+            seen.push(z);
+        }
+    }
+    assert_eq!(seen.len(), 3, "{drained:?}");
+    let at = |event: &str, id: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == event && e["node"] == id)
+            .unwrap_or_else(|| panic!("no {event} of {id}"))
+    };
+    for pair in drained.windows(2) {
+        if zone_of[&pair[0]] != zone_of[&pair[1]] {
+            assert!(
+                at("node_drained", &pair[0]) < at("drain_started", &pair[1]),
+                "{} of the zone before was still draining when {} began",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+}

@@ -57,14 +57,22 @@ impl Attached {
             for n in &pool.nodes {
                 let booted = matches!(n.state, NodeState::Healthy | NodeState::Unhealthy);
                 if booted && !known.contains_key(&*n.id) {
+                    // The simulator's zone and labels become the Node's, as
+                    // a cloud's kubelet would label it.
+                    let mut labels = serde_json::Map::new();
+                    for (k, v) in &n.labels {
+                        labels.insert(k.clone(), v.clone().into());
+                    }
+                    if let Some(z) = &n.zone {
+                        labels.insert(super::nodes::ZONE_LABEL.into(), z.to_string().into());
+                    }
+                    labels.insert(SIM_NODE_LABEL.into(), n.id.to_string().into());
+                    labels.insert("poolwright.io/pool".into(), pool.name.clone().into());
+                    labels.insert("type".into(), "kwok".into());
                     let node: KubeNode = serde_json::from_value(serde_json::json!({
                         "metadata": {
                             "name": n.id,
-                            "labels": {
-                                SIM_NODE_LABEL: n.id,
-                                "poolwright.io/pool": pool.name,
-                                "type": "kwok",
-                            },
+                            "labels": labels,
                             "annotations": {"kwok.x-k8s.io/node": "fake"},
                         },
                         "spec": {"providerID": format!("sim://{}/{}", pool.name, n.id)},

@@ -1,7 +1,7 @@
 //! Node objects: matching a provider node to its Node, cordoning, and Ready as
 //! the health gate of a pool with a cluster attached.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node as KubeNode;
@@ -33,12 +33,18 @@ impl Matcher {
     }
 }
 
+/// The well-known label of the zone a Node runs in.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// What poolwright needs of a Node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeView {
     pub name: String,
     pub ready_since: Option<Timestamp>,
     pub unschedulable: bool,
+    /// `topology.kubernetes.io/zone`.
+    pub zone: Option<String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 pub fn view(node: &KubeNode) -> NodeView {
@@ -53,8 +59,11 @@ pub fn view(node: &KubeNode) -> NodeView {
             .map(|t| t.0)
             .unwrap_or(Timestamp::UNIX_EPOCH)
     });
+    let labels = node.metadata.labels.clone().unwrap_or_default();
     NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
+        zone: labels.get(ZONE_LABEL).cloned(),
+        labels,
         ready_since,
         unschedulable: node
             .spec
@@ -140,6 +149,14 @@ pub fn overlay(pool: &mut ObservedPool, nodes: &HashMap<String, NodeView>) {
             continue;
         };
         n.cordoned = k.unschedulable;
+        // The Node's word on where it runs and how it is labelled wins over
+        // the provider's.
+        if let Some(z) = &k.zone {
+            n.zone = Some(std::sync::Arc::from(z.as_str()));
+        }
+        for (key, v) in &k.labels {
+            n.labels.insert(key.clone(), v.clone());
+        }
         match (n.state, k.ready_since) {
             (NodeState::Healthy, Some(ready)) => {
                 n.healthy_since = n.healthy_since.map(|h| h.max(ready)).or(Some(ready));
@@ -167,6 +184,8 @@ mod tests {
             healthy_since: Some(Timestamp::from_second(10).unwrap()),
             cordoned: false,
             provider_id: None,
+            zone: None,
+            labels: Default::default(),
         }
     }
 
@@ -188,6 +207,8 @@ mod tests {
             name: "n".into(),
             ready_since: ready.map(|s| Timestamp::from_second(s).unwrap()),
             unschedulable,
+            zone: Some("k8s-zone".into()),
+            labels: [("prio".to_string(), "1".to_string())].into(),
         };
         let nodes = HashMap::from([
             ("a".to_string(), k(Some(20), false)),
@@ -201,6 +222,10 @@ mod tests {
         );
         assert_eq!(pool.nodes[1].state, NodeState::Pending, "not Ready");
         assert_eq!(pool.nodes[2].state, NodeState::Pending, "not registered");
+        // The Node's zone and labels are the node's.
+        assert_eq!(pool.nodes[0].zone.as_deref(), Some("k8s-zone"));
+        assert_eq!(pool.nodes[0].labels["prio"], "1");
+        assert_eq!(pool.nodes[2].zone, None);
     }
 
     #[test]

@@ -280,6 +280,15 @@ pub struct Node {
     /// says: a pool with a cluster matches its Node objects by it exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
+    /// Where the node runs: its Node's `topology.kubernetes.io/zone` when a
+    /// cluster is attached, else the provider's zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<std::sync::Arc<str>>,
+    /// Its labels: the Kubernetes Node's when a cluster is attached, laid
+    /// over the provider's node tags (what `rollout.order: {label: KEY}`
+    /// reads).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Node {

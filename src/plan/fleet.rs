@@ -163,6 +163,7 @@ fn roll_back(
         classes: vec![ChangeClass::Repair],
         reimage: settings.reimage,
         waves: settings.waves,
+        order: settings.order.clone(),
     });
     p.steps.insert(
         0,

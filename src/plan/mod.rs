@@ -108,6 +108,10 @@ pub struct RollBack {
     pub reason: String,
 }
 
+fn is_oldest(o: &crate::spec::types::TakeDownOrder) -> bool {
+    *o == crate::spec::types::TakeDownOrder::Oldest
+}
+
 impl Step {
     /// Disruptive steps are subject to the disruption policy.
     pub fn is_disruptive(&self) -> bool {
@@ -138,6 +142,9 @@ pub struct RolloutPlan {
     /// Old nodes are reimaged in place rather than replaced.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reimage: bool,
+    /// The order old nodes are taken down in (`rollout.order`).
+    #[serde(default, skip_serializing_if = "is_oldest")]
+    pub order: crate::spec::types::TakeDownOrder,
     /// Replaced in waves rather than pipelined.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waves: bool,

@@ -391,6 +391,7 @@ fn plan_pool(
             classes,
             reimage: set.reimage,
             waves: set.waves,
+            order: set.order.clone(),
         });
         if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
             p.notes.push(format!(

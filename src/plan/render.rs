@@ -306,11 +306,15 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         render_attributes(&mut out, style, &p.attributes);
         let _ = writeln!(out, "    }}");
         if let Some(r) = &p.rollout {
-            let how = match (r.reimage, r.waves) {
+            let mut how = match (r.reimage, r.waves) {
                 (true, _) => ", reimaged in place",
                 (false, true) => ", in waves",
                 (false, false) => "",
-            };
+            }
+            .to_string();
+            if r.order != crate::spec::types::TakeDownOrder::Oldest {
+                how.push_str(&format!(", {}", crate::rollout::order::describe(&r.order)));
+            }
             // The change's classes are what `disruption.appliesTo` holds.
             let classes = if r.classes.is_empty() {
                 String::new()

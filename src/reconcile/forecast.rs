@@ -116,6 +116,11 @@ impl Latencies {
             } else {
                 Default::default()
             },
+            // New nodes land where the real provider would put them: in
+            // the simulator's zones, with its labels (a copied node keeps
+            // its own).
+            zones: base.zones.clone(),
+            node_labels: base.node_labels.clone(),
         };
         let mut from_history = Vec::new();
         if let Some(h) = history {
@@ -650,6 +655,8 @@ mod tests {
                     healthy_since: (i % 9 != 4).then_some(start),
                     cordoned: false,
                     provider_id: None,
+                    zone: None,
+                    labels: Default::default(),
                 })
                 .collect()
         };

@@ -16,8 +16,10 @@ use jiff::Timestamp;
 use rustc_hash::FxHashMap;
 
 use super::decide::{Quiet, Ready};
+use super::order::{Place, place};
 use super::state::RolloutState;
 use crate::model::{Node, NodeState, TemplateHash};
+use crate::spec::types::TakeDownOrder;
 use crate::spec::values::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +53,12 @@ pub struct PoolIndex {
     by_id: FxHashMap<Arc<str>, usize>,
     /// Slots of the nodes every look visits, in order.
     listed: BTreeSet<usize>,
-    /// The quiet old nodes in take-down order.
-    quiet_old: BTreeSet<(Timestamp, Arc<str>)>,
+    /// The quiet old nodes in take-down order (`order`).
+    quiet_old: BTreeSet<Place>,
+    /// Under `zone` order, how many quiet old nodes each zone has.
+    quiet_old_groups: FxHashMap<Arc<str>, u32>,
+    /// The order `quiet_old` is kept in.
+    order: TakeDownOrder,
     quiet_new: u32,
     /// The size the provider holds.
     size: u32,
@@ -176,6 +182,11 @@ impl PoolIndex {
             min_ready: s.settings.min_ready,
             at: now,
         };
+        // Another order sorts the quiet old nodes anew: every node is
+        // listed, then classified again below.
+        if s.settings.order != self.order {
+            self.reorder(s.settings.order.clone());
+        }
         // A quiet node stays quiet as time goes on (`minReady`, once
         // served, stays served), unless the clock went back.
         let all = self.basis.is_none_or(|b| {
@@ -282,8 +293,16 @@ impl PoolIndex {
                 self.listed.remove(&i);
             }
             Class::QuietOld => {
-                self.quiet_old
-                    .remove(&(slot.node.launched_at, slot.node.id.clone()));
+                let p = place(&self.order, &slot.node);
+                if let Some(g) = &p.group
+                    && let Some(k) = self.quiet_old_groups.get_mut(g)
+                {
+                    *k -= 1;
+                    if *k == 0 {
+                        self.quiet_old_groups.remove(g);
+                    }
+                }
+                self.quiet_old.remove(&p);
             }
             Class::QuietNew => self.quiet_new -= 1,
         }
@@ -299,11 +318,30 @@ impl PoolIndex {
                 self.listed.insert(i);
             }
             Class::QuietOld => {
-                self.quiet_old
-                    .insert((slot.node.launched_at, slot.node.id.clone()));
+                let p = place(&self.order, &slot.node);
+                if let Some(g) = &p.group {
+                    *self.quiet_old_groups.entry(g.clone()).or_default() += 1;
+                }
+                self.quiet_old.insert(p);
             }
             Class::QuietNew => self.quiet_new += 1,
         }
+    }
+
+    /// Keep the quiet old nodes in another order: every node is listed
+    /// until classified again.
+    fn reorder(&mut self, order: TakeDownOrder) {
+        for i in 0..self.slots.len() {
+            if self.slots[i]
+                .as_ref()
+                .is_some_and(|s| s.class != Class::Listed)
+            {
+                self.leave(i);
+                self.enter(i, Class::Listed);
+            }
+        }
+        self.order = order;
+        self.basis = None;
     }
 
     /// Close the gaps gone nodes left.
@@ -351,11 +389,34 @@ impl Quiet for PoolIndex {
         self.quiet_new
     }
 
-    fn first_old(&self, k: usize) -> Vec<&Node> {
+    fn first_old(&self, k: usize, group: Option<&str>) -> Vec<&Node> {
+        let Some(g) = group else {
+            return self
+                .quiet_old
+                .iter()
+                .take(k)
+                .filter_map(|p| self.get(&p.id))
+                .collect();
+        };
+        // A zone's places are consecutive (the group compares first).
+        let first = Place {
+            group: Some(Arc::from(g)),
+            value: super::order::Value::Unordered,
+            launched: i128::MIN,
+            id: Arc::from(""),
+        };
         self.quiet_old
-            .iter()
+            .range(first..)
+            .take_while(|p| p.group.as_deref() == Some(g))
             .take(k)
-            .filter_map(|(_, id)| self.get(id))
+            .filter_map(|p| self.get(&p.id))
+            .collect()
+    }
+
+    fn quiet_old_by_group(&self) -> Vec<(Arc<str>, u32)> {
+        self.quiet_old_groups
+            .iter()
+            .map(|(g, k)| (g.clone(), *k))
             .collect()
     }
 
@@ -408,6 +469,12 @@ mod tests {
             NodeState::Terminating,
         ][st as usize];
         let mut n = node(&format!("n{i:02}"), &template, state);
+        // Zones and a label for every order to sort by (some nodes lack them).
+        n.zone = (i % 4 != 3).then(|| Arc::from(["a", "b", "c"][i % 3]));
+        if i % 5 != 4 {
+            n.labels
+                .insert("prio".into(), ["2", "10", "web", "1"][i % 4].into());
+        }
         n.cordoned = cordoned;
         n.launched_at = at(launched);
         n.healthy_since = since.map(|s| now.checked_sub(SignedDuration::from_secs(s)).unwrap());
@@ -484,6 +551,7 @@ mod tests {
             canary in any::<bool>(),
             waves in prop::bool::weighted(0.2),
             rollback in any::<bool>(),
+            order in 0usize..4,
             steps in prop::collection::vec((0i64..25, prop::collection::vec((0usize..40, 0u8..4), 0..4)), 1..5),
         ) {
             let mut now = at(100);
@@ -496,6 +564,12 @@ mod tests {
             s.settings.canary = canary;
             s.settings.waves = waves;
             s.settings.startup_timeout = Duration::secs(90);
+            s.settings.order = [
+                TakeDownOrder::Oldest,
+                TakeDownOrder::Newest,
+                TakeDownOrder::Zone,
+                TakeDownOrder::Label("prio".into()),
+            ][order].clone();
             if rollback {
                 s.settings.on_failure = OnFailure::Rollback;
             }

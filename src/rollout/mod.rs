@@ -11,6 +11,7 @@ pub mod change;
 pub mod control;
 pub mod decide;
 pub mod index;
+pub mod order;
 pub mod state;
 
 pub use budget::{Budget, Strategy};

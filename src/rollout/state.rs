@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{NodeTemplate, OpKey, TemplateHash};
 use crate::rollout::Budget;
 use crate::spec::types::{
-    ChangeClass, Disruption, NodePoolDoc, OnDrainTimeout, OnFailure, Semantics,
+    ChangeClass, Disruption, NodePoolDoc, OnDrainTimeout, OnFailure, Semantics, TakeDownOrder,
 };
 use crate::spec::values::Duration;
 
@@ -48,6 +48,13 @@ pub struct Settings {
     /// The disruption rules in force (policy, windows, freeze, what they hold).
     #[serde(default)]
     pub disruption: Disruption,
+    /// The order old nodes are taken down in.
+    #[serde(default, skip_serializing_if = "is_oldest")]
+    pub order: TakeDownOrder,
+}
+
+fn is_oldest(o: &TakeDownOrder) -> bool {
+    *o == TakeDownOrder::Oldest
 }
 
 impl Settings {
@@ -73,6 +80,11 @@ impl Settings {
             waves: r.waves,
             semantics: r.semantics(),
             disruption: doc.spec.disruption.clone(),
+            order: r
+                .order
+                .as_ref()
+                .map(|o| o.value.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -156,6 +168,11 @@ impl Settings {
         let deadline = |s: &Settings| s.progress_deadline.map_or("none".into(), |d| d.to_string());
         field("progressDeadline", deadline(before), deadline(self));
         field("waves", before.waves.to_string(), self.waves.to_string());
+        field(
+            "order",
+            crate::rollout::order::describe(&before.order),
+            crate::rollout::order::describe(&self.order),
+        );
         if before.disruption != self.disruption {
             out.push("disruption policy changed".into());
         }
@@ -391,6 +408,10 @@ pub struct RolloutState {
     /// that contradicts itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unlisted_since: Option<Timestamp>,
+    /// Under `rollout.order: zone`, the zone begun last: it is finished
+    /// before another starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     /// `rollout_stalled` was reported for the stretch without progress
     /// that began at `last_progress_at` (once per stretch).
     #[serde(default)]

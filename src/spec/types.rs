@@ -187,6 +187,15 @@ pub struct SimProvider {
     pub quota: Option<u32>,
     #[serde(default)]
     pub failures: SimFailures,
+    /// Zones new nodes are placed in, in turn (as an Auto Scaling group
+    /// balances them), for `rollout.order: zone`. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub zones: Vec<String>,
+    /// Labels new nodes carry, each taking the next of its values in turn:
+    /// `{"poolwright.io/drain-priority": ["2", "1"]}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, Vec<String>>,
 }
 
 impl SimProvider {
@@ -218,6 +227,8 @@ impl Default for SimProvider {
             terminate_time: SimProvider::default_terminate_time(),
             quota: None,
             failures: SimFailures::default(),
+            zones: Vec::new(),
+            node_labels: BTreeMap::new(),
         }
     }
 }
@@ -609,6 +620,30 @@ pub struct Rollout {
     /// once), but each wave can be watched as a unit.
     #[serde(default)]
     pub waves: bool,
+    /// The order in which old nodes are taken down: `oldest` (default),
+    /// `newest`, `zone` (one zone at a time), or `{label: KEY}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<At<TakeDownOrder>>,
+}
+
+/// The order in which a rollout takes old nodes down. Only the sequence
+/// differs: every order takes the same nodes within the same budget.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TakeDownOrder {
+    /// Launched first, taken down first.
+    #[default]
+    Oldest,
+    /// Launched last, taken down first.
+    Newest,
+    /// One zone at a time (the Node's `topology.kubernetes.io/zone`, else the
+    /// provider's zone), the zone with the most outdated nodes first; oldest
+    /// first within a zone. No node of the next zone is taken down until
+    /// every old node of the current one has been drained.
+    Zone,
+    /// Ascending value of this node label (numbers as numbers), e.g.
+    /// `poolwright.io/drain-priority`; nodes without it go last.
+    Label(String),
 }
 
 /// Whose rules the budget follows.
@@ -679,6 +714,7 @@ impl Default for Rollout {
             max_failed_nodes: Rollout::default_max_failed_nodes(),
             progress_deadline: Rollout::default_progress_deadline(),
             waves: false,
+            order: None,
         }
     }
 }

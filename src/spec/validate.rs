@@ -911,6 +911,7 @@ fn check_sim(c: &mut Checker, sim: &SimProvider, pos: Pos) {
             format!("quota must be at most {MAX_QUOTA} nodes, got {q}"),
         );
     }
+    check_sim_placement(c, sim, pos);
     let f = &sim.failures;
     let probabilities = [
         ("neverHealthy", f.never_healthy),
@@ -946,6 +947,50 @@ fn check_sim(c: &mut Checker, sim: &SimProvider, pos: Pos) {
             _ => {}
         }
     }
+}
+
+fn check_sim_placement(c: &mut Checker, sim: &SimProvider, pos: Pos) {
+    if sim.zones.len() > 64 || sim.zones.iter().any(|z| !is_dns_label(z, 63)) {
+        c.error(
+            pos,
+            "zones: at most 64, each 1 to 63 lower-case letters, digits and '-'",
+        );
+    }
+    let too_long = |v: &String| v.is_empty() || v.len() > MAX_TEMPLATE_STRING;
+    if sim.node_labels.len() > 64
+        || sim
+            .node_labels
+            .iter()
+            .any(|(k, vs)| !is_label_key(k) || vs.len() > 64 || vs.iter().any(too_long))
+    {
+        c.error(
+            pos,
+            format!(
+                "nodeLabels: at most 64 labels of Kubernetes label keys, each with at most 64 values of 1 to {MAX_TEMPLATE_STRING} bytes"
+            ),
+        );
+    }
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix (at most 253)
+/// and '/', then a name of 1 to 63 letters, digits, '-', '_' and '.',
+/// starting and ending with a letter or digit.
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty() && p.len() <= 253 && p.split('.').all(|l| is_dns_label(l, 63))
+    });
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    prefix_ok && name_ok
 }
 
 fn check_cluster(c: &mut Checker, d: &ClusterDoc) {
@@ -1267,6 +1312,17 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
         c.error(
             at,
             "rollout.reimage replaces nodes in place and needs maxSurge: 0 (with maxUnavailable above 0)",
+        );
+    }
+    if let Some(order) = &r.order
+        && let TakeDownOrder::Label(key) = &order.value
+        && !is_label_key(key)
+    {
+        c.error(
+            order.pos.or(fallback),
+            format!(
+                "rollout.order: label {key:?} is not a Kubernetes label key (an optional DNS prefix and '/', then 1 to 63 letters, digits, '-', '_' or '.')"
+            ),
         );
     }
     if r.health.startup_timeout == Duration::ZERO {

@@ -337,6 +337,8 @@ fn a_roll_held_by_a_window_finishes_after_it_opens() {
                 healthy_since: Some(start),
                 cordoned: false,
                 provider_id: None,
+                zone: None,
+                labels: Default::default(),
             })
             .collect(),
     };

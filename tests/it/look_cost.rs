@@ -83,6 +83,8 @@ fn a_look_at_a_thousand_node_roll_handles_only_the_nodes_in_flight() {
                 healthy_since: Some(start - SignedDuration::from_hours(24)),
                 cordoned: false,
                 provider_id: None,
+                zone: None,
+                labels: Default::default(),
             })
             .collect(),
     });

@@ -151,6 +151,126 @@ proptest! {
     }
 }
 
+/// `rollout.order`: every order takes the same nodes, within the same
+/// bounds, and only the sequence differs: oldest and newest by launch (then
+/// id), a label's value ascending (numbers as numbers, unlabelled last),
+/// one zone at a time with no drain of the next zone before the current
+/// one's last node has drained.
+mod orders {
+    use super::*;
+    use poolwright::spec::types::TakeDownOrder;
+
+    const PRIO: [&str; 4] = ["3", "10", "web", "1"];
+
+    /// (zone, label value) of the node of this simulator serial.
+    fn placed(id: &str, zones: usize) -> (usize, Option<&'static str>) {
+        let serial: usize = id.rsplit('-').next().unwrap().parse().unwrap();
+        (serial % zones, Some(PRIO[serial % 4]))
+    }
+
+    fn label_key(v: Option<&str>) -> (u8, i64, String) {
+        match v {
+            None => (2, 0, String::new()),
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) => (0, n, String::new()),
+                Err(_) => (1, 0, v.to_string()),
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_order_takes_the_same_nodes_within_the_same_bounds(
+            size in 1u32..12,
+            surge in 0u32..3,
+            unavailable in 0u32..3,
+            zones in 1usize..4,
+            seed in any::<u64>(),
+        ) {
+            let unavailable = if surge + unavailable == 0 { 1 } else { unavailable };
+            let mut taken_by_order = Vec::new();
+            for order in [
+                TakeDownOrder::Oldest,
+                TakeDownOrder::Newest,
+                TakeDownOrder::Zone,
+                TakeDownOrder::Label("prio".into()),
+            ] {
+                let mut sc = Scenario::new(size, surge, unavailable);
+                sc.sim.seed = seed;
+                sc.stagger = true;
+                sc.sim.zones = ["a", "b", "c"][..zones].iter().map(|z| z.to_string()).collect();
+                // Labels by serial: the values in turn (a node without the
+                // label, which goes last, is the order's unit test).
+                sc.sim.node_labels = [("prio".to_string(), PRIO.iter().map(|v| v.to_string()).collect())].into();
+                sc.settings.order = order.clone();
+                sc.settings.startup_timeout = Duration::secs(4 * 3600);
+                sc.max_seconds = 6 * 3600;
+                let run = sc.run();
+                prop_assert_eq!(&run.status, &Status::Completed, "{:?}", order);
+                let mut peak = 0;
+                for s in &run.samples {
+                    prop_assert!(s.total <= size + surge, "{:?} t={}: {} nodes", order, s.t, s.total);
+                    let floor = size.saturating_sub(unavailable).min(peak);
+                    prop_assert!(s.available >= floor, "{:?} t={}: {} < floor {}", order, s.t, s.available, floor);
+                    peak = peak.max(s.available);
+                }
+                let drained: Vec<String> = run.events.iter()
+                    .filter(|e| e.event == "drain_started")
+                    .filter_map(|e| e.node.clone())
+                    .collect();
+                // The sequence each order promises (the old nodes were
+                // launched one a second: launch order is id order).
+                match &order {
+                    TakeDownOrder::Oldest => {
+                        let mut want = drained.clone();
+                        want.sort();
+                        prop_assert_eq!(&drained, &want);
+                    }
+                    TakeDownOrder::Newest => {
+                        let mut want = drained.clone();
+                        want.sort_by(|a, b| b.cmp(a));
+                        prop_assert_eq!(&drained, &want);
+                    }
+                    TakeDownOrder::Label(_) => {
+                        let mut want = drained.clone();
+                        want.sort_by_key(|id| (label_key(placed(id, zones).1), id.clone()));
+                        prop_assert_eq!(&drained, &want);
+                    }
+                    TakeDownOrder::Zone => {
+                        // Each zone's drains form one block, and the next
+                        // zone's first drain comes after the current zone's
+                        // last node drained.
+                        let mut seen = Vec::new();
+                        for id in &drained {
+                            let z = placed(id, zones).0;
+                            if seen.last() != Some(&z) {
+                                prop_assert!(!seen.contains(&z), "zone {} again after {:?}: {:?}", z, seen, drained);
+                                seen.push(z);
+                            }
+                        }
+                        let at = |event: &str, id: &str| run.events.iter().position(|e| e.event == event && e.node.as_deref() == Some(id));
+                        for w in drained.windows(2) {
+                            let (a, b) = (&w[0], &w[1]);
+                            if placed(a, zones).0 != placed(b, zones).0 {
+                                prop_assert!(at("node_drained", a) < at("drain_started", b), "{} drained after {} began", a, b);
+                            }
+                        }
+                    }
+                }
+                let mut taken = drained;
+                taken.sort();
+                taken_by_order.push((order, taken));
+            }
+            // The same nodes, whatever the order.
+            for (order, taken) in &taken_by_order[1..] {
+                prop_assert_eq!(taken, &taken_by_order[0].1, "{:?}", order);
+            }
+        }
+    }
+}
+
 mod way_out {
     //! Every state the executor can reach has a way out: a rollout driven
     //! into any state by failures (nodes that never become healthy, drains a

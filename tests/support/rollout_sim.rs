@@ -43,6 +43,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         waves: false,
         semantics: Default::default(),
         disruption: Disruption::default(),
+        order: Default::default(),
     }
 }
 
@@ -147,6 +148,9 @@ pub struct Scenario {
     pub supersede_at: Option<(i64, NodeTemplate)>,
     /// Seconds between creating the pool and starting the rollout.
     pub settle_seconds: i64,
+    /// Launch the pool's nodes one a second (so launch order is id order)
+    /// rather than all at once.
+    pub stagger: bool,
 }
 
 impl Scenario {
@@ -160,6 +164,7 @@ impl Scenario {
             start: "2026-12-02T12:00:00Z",
             supersede_at: None,
             settle_seconds: 600,
+            stagger: false,
         }
     }
 
@@ -174,7 +179,11 @@ impl Scenario {
         let old = template("img-1");
         let spec = PoolSpec {
             name: "web".into(),
-            size: self.size,
+            size: if self.stagger {
+                self.size.min(1)
+            } else {
+                self.size
+            },
             autoscaling: None,
             template: old.clone(),
             in_place: Default::default(),
@@ -182,6 +191,13 @@ impl Scenario {
         };
         rt.block_on(sim.create_pool(&spec, &OpKey::derive(&["test"])))
             .unwrap();
+        if self.stagger {
+            for size in 2..=self.size {
+                clock.advance(SignedDuration::from_secs(1));
+                let key = OpKey::derive(&["stagger", &size.to_string()]);
+                rt.block_on(sim.create_nodes("web", 1, size, &key)).unwrap();
+            }
+        }
         clock.advance(SignedDuration::from_secs(self.settle_seconds));
 
         let journal_dir = tempfile::tempdir().unwrap();

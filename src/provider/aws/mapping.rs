@@ -244,6 +244,8 @@ pub fn observed_pool(
                 cordoned: false,
                 // What the AWS cloud provider sets on the Node.
                 provider_id: i.zone.as_ref().map(|z| format!("aws:///{z}/{}", i.id)),
+                zone: i.zone.as_deref().map(std::sync::Arc::from),
+                labels: Default::default(),
             }
         })
         .collect();

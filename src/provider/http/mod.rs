@@ -323,6 +323,20 @@ fn observations(
                     n.id
                 ));
             }
+            if n.zone.as_ref().is_some_and(|z| z.len() > 253) {
+                return Err(format!(
+                    "pools[{i}].nodes[{j}].zone: longer than 253 characters"
+                ));
+            }
+            if n.labels.len() > 64
+                || n.labels
+                    .iter()
+                    .any(|(k, v)| k.is_empty() || k.len() > 317 || v.len() > 1024)
+            {
+                return Err(format!(
+                    "pools[{i}].nodes[{j}].labels: at most 64, keys 1 to 317 and values up to 1,024 characters"
+                ));
+            }
             nodes.push(Node {
                 id: n.id.into(),
                 template: n.template_hash,
@@ -336,6 +350,8 @@ fn observations(
                 healthy_since: n.healthy_since,
                 cordoned: n.cordoned,
                 provider_id: n.provider_id,
+                zone: n.zone.map(std::sync::Arc::from),
+                labels: n.labels,
             });
         }
         out.push(ObservedPool {
@@ -664,6 +680,8 @@ mod tests {
             healthy_since: None,
             cordoned: false,
             provider_id: Some(format!("aws:///zone/{id}")),
+            zone: None,
+            labels: Default::default(),
         }
     }
 

@@ -174,6 +174,16 @@ pub struct NodeView {
     /// Node objects exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
+    /// The zone the node runs in (e.g. `us-east-1a`), for
+    /// `rollout.order: zone`; at most 253 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub zone: Option<String>,
+    /// The node's tags, for `rollout.order: {label: KEY}` and
+    /// `poolwright.io/do-not-disrupt`: at most 64, keys up to 317 and values
+    /// up to 1,024 characters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Where a node is in its life.

@@ -199,6 +199,10 @@ struct SimNode {
     gone_at: Option<Timestamp>,
     #[serde(default)]
     cordoned: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zone: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
 }
 
 impl SimNode {
@@ -248,6 +252,8 @@ impl SimNode {
             healthy_since,
             cordoned: self.cordoned,
             provider_id: None,
+            zone: self.zone.clone(),
+            labels: self.labels.clone(),
         })
     }
 }
@@ -515,6 +521,8 @@ impl Sim {
                 healthy_at,
                 gone_at,
                 cordoned: n.cordoned,
+                zone: n.zone.clone(),
+                labels: n.labels.clone(),
             });
         }
         fleet.pools.insert(
@@ -647,8 +655,54 @@ impl Sim {
                 .then(|| running_at.saturating_add(d.health).unwrap_or(running_at)),
             gone_at: None,
             cordoned: false,
+            zone: self.zone_of(serial),
+            labels: self.labels_of(serial),
         });
         p.touch(p.nodes.len() - 1);
+    }
+
+    /// The zone of the node with this serial: the settings' zones in turn.
+    fn zone_of(&self, serial: u64) -> Option<Arc<str>> {
+        let zones = &self.settings.zones;
+        (!zones.is_empty())
+            .then(|| Arc::from(zones[(serial % zones.len() as u64) as usize].as_str()))
+    }
+
+    /// The labels of the node with this serial: each label's values in turn.
+    fn labels_of(&self, serial: u64) -> BTreeMap<String, String> {
+        self.settings
+            .node_labels
+            .iter()
+            .filter(|(_, values)| !values.is_empty())
+            .map(|(k, values)| {
+                (
+                    k.clone(),
+                    values[(serial % values.len() as u64) as usize].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Set (`Some`) or remove a label of a node, as an operator labelling
+    /// its machine would (a hold, a priority).
+    pub fn set_label(&self, pool: &str, node: &str, key: &str, value: Option<&str>) -> Result<()> {
+        let call = format!("Label({pool}, {node}, {key})");
+        self.mutate(call, pool, |_, fleet, _, call| {
+            let p = fleet.pools.get_mut(pool);
+            let Some((p, i)) = p.and_then(|p| p.position(node).map(|i| (p, i))) else {
+                return Err(ProviderError::new(
+                    call,
+                    ErrorKind::NotFound,
+                    format!("node {node:?} is not in pool {pool:?}"),
+                ));
+            };
+            match value {
+                Some(v) => p.nodes[i].labels.insert(key.to_string(), v.to_string()),
+                None => p.nodes[i].labels.remove(key),
+            };
+            p.touch(i);
+            Ok(())
+        })
     }
 
     fn terminate(&self, node: &mut SimNode, now: Timestamp) {

@@ -51,6 +51,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         progress_deadline: None,
         waves: false,
         disruption: Disruption::default(),
+        order: Default::default(),
     }
 }
 
@@ -79,6 +80,8 @@ pub fn node(id: &str, t: &NodeTemplate, state: NodeState) -> Node {
         healthy_since: (state == NodeState::Healthy).then(t0),
         cordoned: false,
         provider_id: None,
+        zone: None,
+        labels: Default::default(),
     }
 }
 

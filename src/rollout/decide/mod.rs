@@ -77,8 +77,11 @@ pub trait Quiet {
     fn quiet_old(&self) -> u32;
     /// How many quiet new nodes there are.
     fn quiet_new(&self) -> u32;
-    /// The first `k` quiet old nodes in take-down order (launched, then id).
-    fn first_old(&self, k: usize) -> Vec<&Node>;
+    /// The first `k` quiet old nodes in take-down order (`rollout.order`),
+    /// of the zone `group` when one is given.
+    fn first_old(&self, k: usize, group: Option<&str>) -> Vec<&Node>;
+    /// Under `rollout.order: zone`, how many quiet old nodes each zone has.
+    fn quiet_old_by_group(&self) -> Vec<(std::sync::Arc<str>, u32)>;
     /// Whether a node of this id is observed at all (quiet or not).
     fn contains(&self, id: &str) -> bool;
     /// Every observed node, in the order the provider lists them: for the
@@ -333,6 +336,7 @@ pub fn begin(
         creates: 0,
         pending_create: None,
         unlisted_since: None,
+        zone: None,
         stall_reported: false,
         settings,
     }

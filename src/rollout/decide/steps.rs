@@ -6,10 +6,15 @@
 use crate::model::EventKind;
 use jiff::Timestamp;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use super::tally::Tally;
 use super::{Action, Decision, Marked, Quiet, Ready};
-use crate::model::Node;
-use crate::rollout::state::Mark;
+use crate::model::{Node, TemplateHash};
+use crate::rollout::order::{Place, current_group, place};
+use crate::rollout::state::{Mark, RolloutState};
+use crate::spec::types::TakeDownOrder;
 
 pub(super) fn start(
     d: &mut Decision,
@@ -65,21 +70,28 @@ pub(super) fn start(
         extra.sort_by_key(|n| (ready.is(n), std::cmp::Reverse(n.launched_at)));
         extra.truncate(t.surplus as usize);
     }
-    // Taken down in the order (available, on the target, launched, id):
-    // unavailable ones first (they cost no availability), then available
-    // ones while the floor leaves room. The id settles ties, so the order
-    // does not depend on the order the provider lists nodes in, and the
-    // quiet old nodes (available, unmarked, kept in this order by the
-    // caller) need not be visited: only as many of them as can be taken are
-    // asked for. Of the available ones only as many are ordered as can be
-    // taken (usually none or one of a thousand), and none is kept when the
-    // floor leaves no room.
-    type Key<'n> = (bool, bool, Timestamp, &'n str);
-    type Picks<'n> = Vec<(Key<'n>, &'n Node)>;
+    // Taken down in the order (available, on the target, place): unavailable
+    // ones first (they cost no availability), then available ones while the
+    // floor leaves room, each in `rollout.order` (the rule is
+    // `order::place`; the id settles ties, so the order does not depend on
+    // the order the provider lists nodes in). The quiet old nodes
+    // (available, unmarked, kept in this order by the caller) need not be
+    // visited: only as many of them as can be taken are asked for. Of the
+    // available ones only as many are ordered as can be taken (usually none
+    // or one of a thousand), and none is kept when the floor leaves no room.
+    // Under `zone` order only the current zone's old nodes are candidates.
+    let order = &s.settings.order.clone();
+    let outdated: Vec<&Node> = outdated.collect();
+    let group = zone_now(s, order, live, &outdated, quiet, target);
+    s.zone = group.as_deref().map(str::to_string);
+    let in_group = |n: &Node| group.is_none() || place(order, n).group == group;
+    type Key = (bool, bool, Place);
+    type Picks<'n> = Vec<(Key, &'n Node)>;
     let spare = t.available.saturating_sub(s.floor());
     let (mut down, mut up): (Picks, Picks) = (Vec::new(), Vec::new());
-    for n in outdated.chain(extra) {
-        let key = (ready.is(n), n.template == target, n.launched_at, &*n.id);
+    let candidates = outdated.into_iter().filter(|n| in_group(n)).chain(extra);
+    for n in candidates {
+        let key = (ready.is(n), n.template == target, place(order, n));
         if !key.0 {
             down.push((key, n));
         } else if spare > 0 {
@@ -98,19 +110,19 @@ pub(super) fn start(
     {
         let most = limit.min(spare).min(q.quiet_old()) as usize;
         up.extend(
-            q.first_old(most)
+            q.first_old(most, group.as_deref())
                 .into_iter()
-                .map(|n| ((true, false, n.launched_at, &*n.id), n)),
+                .map(|n| ((true, false, place(order, n)), n)),
         );
     }
     let take_up = up.len().min(limit.min(spare) as usize);
-    down.sort_unstable_by_key(|(k, _)| *k);
+    down.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     down.truncate(take_down);
     if take_up > 0 && take_up < up.len() {
-        up.select_nth_unstable_by_key(take_up - 1, |(k, _)| *k);
+        up.select_nth_unstable_by(take_up - 1, |a, b| a.0.cmp(&b.0));
     }
     up.truncate(take_up);
-    up.sort_unstable_by_key(|(k, _)| *k);
+    up.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     for (_, n) in down.into_iter().chain(up) {
         let id = n.id.to_string();
         s.marks.insert(
@@ -127,6 +139,41 @@ pub(super) fn start(
             "cordoned; draining",
         ));
     }
+}
+
+/// Under `zone` order, the zone whose old nodes may be taken down now (see
+/// [`current_group`]); `None` under the other orders.
+fn zone_now(
+    s: &RolloutState,
+    order: &TakeDownOrder,
+    live: &[&Node],
+    outdated: &[&Node],
+    quiet: Option<&dyn Quiet>,
+    target: TemplateHash,
+) -> Option<Arc<str>> {
+    if *order != TakeDownOrder::Zone {
+        return None;
+    }
+    let group = |n: &Node| place(order, n).group.expect("zone order groups every node");
+    let in_flight: Vec<Arc<str>> = live
+        .iter()
+        .filter(|n| {
+            n.template != target
+                && matches!(
+                    s.marks.get(&*n.id),
+                    Some(Mark::Draining { .. } | Mark::Terminating { .. } | Mark::Reimaging { .. })
+                )
+        })
+        .map(|n| group(n))
+        .collect();
+    let mut counts: BTreeMap<Arc<str>, u32> = BTreeMap::new();
+    for n in outdated {
+        *counts.entry(group(n)).or_default() += 1;
+    }
+    for (g, k) in quiet.map(|q| q.quiet_old_by_group()).unwrap_or_default() {
+        *counts.entry(g).or_default() += k;
+    }
+    current_group(order, s.zone.as_deref(), &in_flight, &counts)
 }
 
 #[cfg(test)]

@@ -34,6 +34,9 @@ class Instance:
     op: str | None
     # What it runs, as a template: used only to adopt a pool poolwright did not create.
     template: dict[str, Any] = field(default_factory=dict)
+    # Its tags other than the plug-in's own: reported as the node's labels
+    # (for rollout.order: {label: KEY} and a poolwright.io/do-not-disrupt hold).
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:

@@ -172,6 +172,8 @@ class Ec2Backend(Backend):
             template_hash=tags.get(TAG_TEMPLATE),
             op=tags.get(TAG_OP),
             template={"image": raw.get("ImageId"), "instanceType": raw.get("InstanceType")},
+            labels={k: v for k, v in tags.items()
+                    if k not in (TAG_POOL, TAG_TEMPLATE, TAG_OP) and not k.startswith("aws:")},
         )
 
     def _describe(self, call: str, **kwargs: Any) -> list[Instance]:

@@ -309,6 +309,12 @@ class Pools:
                 pid = self.backend.provider_id(i)
                 if pid:
                     node["providerId"] = pid
+                if i.zone:
+                    node["zone"] = i.zone
+                labels = {k: v for k, v in sorted(i.labels.items())[:64]
+                          if 0 < len(k) <= 317 and len(v) <= 1024}
+                if labels:
+                    node["labels"] = labels
                 nodes.append(node)
             if rec is not None:
                 view = {
