@@ -40,7 +40,7 @@ impl Strategy {
 /// A budget as written (or its default) for a pool of `size` nodes. The
 /// result never exceeds the size plus the largest count validation allows, so
 /// the bounds' arithmetic cannot overflow.
-fn resolve_one(v: IntOrPercent, size: u32, round_up: bool) -> u32 {
+pub(crate) fn resolve_one(v: IntOrPercent, size: u32, round_up: bool) -> u32 {
     match v {
         IntOrPercent::Int(n) => n.clamp(0, u32::MAX as i64) as u32,
         IntOrPercent::Percent(p) => {

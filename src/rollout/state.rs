@@ -32,6 +32,9 @@ pub struct Settings {
     pub startup_timeout: Duration,
     pub drain_timeout: Duration,
     pub on_drain_timeout: OnDrainTimeout,
+    /// With quarantine, the most nodes quarantined at once (`None`: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_blocked_nodes: Option<u32>,
     pub on_failure: OnFailure,
     pub max_failed_nodes: u32,
     pub canary: bool,
@@ -67,6 +70,11 @@ impl Settings {
             startup_timeout: r.health.startup_timeout,
             drain_timeout: r.drain.timeout,
             on_drain_timeout: r.drain.on_timeout,
+            max_blocked_nodes: r
+                .drain
+                .max_blocked_nodes
+                .as_ref()
+                .map(|v| super::budget::resolve_one(v.value, size, false)),
             on_failure: r.on_failure,
             max_failed_nodes: r.max_failed_nodes.value.clamp(1, u32::MAX as i64) as u32,
             canary: r.canary,
@@ -137,6 +145,8 @@ impl Settings {
             format!("{:?}", before.on_drain_timeout).to_lowercase(),
             format!("{:?}", self.on_drain_timeout).to_lowercase(),
         );
+        let blocked = |s: &Settings| s.max_blocked_nodes.map_or("none".into(), |n| n.to_string());
+        field("drain.maxBlockedNodes", blocked(before), blocked(self));
         field(
             "onFailure",
             format!("{:?}", before.on_failure).to_lowercase(),

@@ -727,6 +727,11 @@ pub struct Drain {
     pub timeout: Duration,
     #[serde(default)]
     pub on_timeout: OnDrainTimeout,
+    /// With `onTimeout: quarantine`, the most nodes left quarantined at once
+    /// (integer, or "N%" of the size rounded down); the next timeout past it
+    /// turns the pool Degraded instead. Default: no limit but the surge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_blocked_nodes: Option<At<IntOrPercent>>,
 }
 
 impl Drain {
@@ -740,6 +745,7 @@ impl Default for Drain {
         Drain {
             timeout: Drain::default_timeout(),
             on_timeout: OnDrainTimeout::default(),
+            max_blocked_nodes: None,
         }
     }
 }

@@ -1325,6 +1325,15 @@ fn check_rollout(c: &mut Checker, r: &Rollout, fallback: Pos) {
             ),
         );
     }
+    if let Some(m) = &r.drain.max_blocked_nodes {
+        budget_ok(c, "drain.maxBlockedNodes", m, Some(100));
+        if r.drain.on_timeout != OnDrainTimeout::Quarantine {
+            c.error(
+                m.pos.or(fallback),
+                "drain.maxBlockedNodes limits quarantined nodes: it needs drain.onTimeout: quarantine",
+            );
+        }
+    }
     if r.health.startup_timeout == Duration::ZERO {
         c.error(
             fallback,

@@ -193,6 +193,30 @@ fn drain_timeout_quarantine_keeps_the_node_cordoned_in_a_surge_slot() {
     );
 }
 
+/// `drain.maxBlockedNodes`: quarantine stops at the limit, and the pool
+/// turns Degraded and says so, with surge to spare.
+#[test]
+fn past_max_blocked_nodes_the_pool_turns_degraded_instead_of_quarantining_more() {
+    let mut sc = Scenario::new(5, 3, 0);
+    sc.sim.failures.drain_blocked = 1.0;
+    sc.settings.drain_timeout = Duration::secs(60);
+    sc.settings.on_drain_timeout = OnDrainTimeout::Quarantine;
+    sc.settings.max_blocked_nodes = Some(1);
+    sc.max_seconds = 1800;
+    let run = sc.run();
+    assert_bounds(&run, 5, 3, 0);
+    assert_eq!(run.count("node_quarantined"), 1);
+    assert!(
+        matches!(&run.status, Status::Degraded { reason }
+            if reason.contains("1 node(s) are already quarantined (drain.maxBlockedNodes 1)")),
+        "{:?}",
+        run.status
+    );
+    // The node past the limit stays cordoned, out of service, not quarantined.
+    let cordoned = run.final_pool.live_nodes().filter(|n| n.cordoned).count();
+    assert!(cordoned >= 2, "{cordoned} cordoned");
+}
+
 #[test]
 fn refused_surge_falls_back_to_terminate_before_create_when_unavailable_allows() {
     let mut sc = Scenario::new(5, 2, 1);

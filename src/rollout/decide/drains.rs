@@ -80,6 +80,32 @@ pub(super) fn advance(
                         format!("drain timed out{why}; remaining pods deleted"),
                     ));
                 }
+                OnDrainTimeout::Quarantine
+                    if set.max_blocked_nodes.is_some_and(|most| {
+                        s.marks
+                            .values()
+                            .filter(|m| **m == Mark::Quarantined)
+                            .count() as u32
+                            >= most
+                    }) =>
+                {
+                    // Past maxBlockedNodes: stop, rather than quarantine more.
+                    let most = set.max_blocked_nodes.expect("checked");
+                    s.marks.insert(id.clone(), Mark::DrainFailed);
+                    s.status = Status::Degraded {
+                        reason: format!(
+                            "drain of {id} timed out after {}{why}; {most} node(s) are already \
+                             quarantined (drain.maxBlockedNodes {most}): the node stays cordoned \
+                             and no more are quarantined",
+                            set.drain_timeout
+                        ),
+                    };
+                    d.notes.push(super::note(
+                        EventKind::Degraded,
+                        Some(&id),
+                        format!("drain timed out{why}; drain.maxBlockedNodes ({most}) reached"),
+                    ));
+                }
                 OnDrainTimeout::Quarantine => {
                     s.marks.insert(id.clone(), Mark::Quarantined);
                     d.notes.push(super::note(

@@ -43,6 +43,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         startup_timeout: Duration::secs(600),
         drain_timeout: Duration::secs(600),
         on_drain_timeout: OnDrainTimeout::Fail,
+        max_blocked_nodes: None,
         on_failure: OnFailure::Pause,
         max_failed_nodes: 3,
         canary: false,
