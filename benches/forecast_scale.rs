@@ -34,6 +34,7 @@ fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         drain_timeout: Duration::secs(600),
         on_drain_timeout: OnDrainTimeout::Fail,
         max_blocked_nodes: None,
+        retire_before: None,
         on_failure: OnFailure::Pause,
         max_failed_nodes: 3,
         canary: false,

@@ -74,6 +74,7 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         drain_timeout: Duration::secs(3600),
         on_drain_timeout: OnDrainTimeout::Fail,
         max_blocked_nodes: None,
+        retire_before: None,
         on_failure: OnFailure::Pause,
         max_failed_nodes: 3,
         canary: false,

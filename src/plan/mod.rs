@@ -7,6 +7,7 @@
 mod attributes;
 mod digest;
 pub mod fleet;
+pub mod lifetime;
 pub mod markdown;
 mod planner;
 pub mod render;

@@ -345,9 +345,23 @@ fn plan_pool(
             to: spec.autoscaling,
         });
     }
-    let outdated = obs.outdated(hash) as u32;
+    let by_template = obs.outdated(hash) as u32;
+    let aging = doc
+        .spec
+        .lifecycle
+        .max_node_age
+        .map(|age| super::lifetime::due(obs, hash, age, opts.now));
+    let aged = aging.as_ref().map_or(0, |a| a.due.len() as u32);
+    if let Some(a) = &aging {
+        p.notes.extend(a.describe());
+    }
+    let outdated = by_template + aged;
     let settings = || {
         let mut set = Settings::from_doc(doc, target);
+        set.retire_before = aging
+            .as_ref()
+            .filter(|a| !a.due.is_empty())
+            .map(|a| a.cutoff);
         // Yandex: with no expansion, nodes are updated in place where the
         // provider can reimage.
         if set.semantics == Semantics::Yandex
@@ -375,6 +389,9 @@ fn plan_pool(
         from.dedup();
         let classes = if obs.template.hash() != hash {
             change::classify(&obs.template, &template)
+        } else if by_template == 0 && aged > 0 {
+            // Only nodes past lifecycle.maxNodeAge: replacing them is a repair.
+            vec![ChangeClass::Repair]
         } else {
             ChangeClass::ALL.to_vec()
         };
@@ -501,6 +518,12 @@ fn plan_pool(
             "{} of {} nodes run an outdated template; this supersedes a rollout to an earlier template, whose steps in flight finish first",
             r.outdated,
             obs.live_nodes().count()
+        ),
+        (Some(r), _) if by_template == 0 && aged > 0 => format!(
+            "{} of {} nodes are past lifecycle.maxNodeAge ({})",
+            r.outdated,
+            obs.live_nodes().count(),
+            doc.spec.lifecycle.max_node_age.expect("aged")
         ),
         (Some(r), _) => format!(
             "{} of {} nodes run an outdated template",

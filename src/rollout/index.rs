@@ -41,6 +41,7 @@ struct Slot {
 struct Basis {
     target: TemplateHash,
     min_ready: Duration,
+    retire_before: Option<Timestamp>,
     at: Timestamp,
 }
 
@@ -180,6 +181,7 @@ impl PoolIndex {
         let basis = Basis {
             target: s.target,
             min_ready: s.settings.min_ready,
+            retire_before: s.settings.retire_before,
             at: now,
         };
         // Another order sorts the quiet old nodes anew: every node is
@@ -190,7 +192,9 @@ impl PoolIndex {
         // A quiet node stays quiet as time goes on (`minReady`, once
         // served, stays served), unless the clock went back.
         let all = self.basis.is_none_or(|b| {
-            (b.target, b.min_ready) != (basis.target, basis.min_ready) || now < b.at
+            (b.target, b.min_ready, b.retire_before)
+                != (basis.target, basis.min_ready, basis.retire_before)
+                || now < b.at
         });
         self.basis = Some(basis);
         let ready = Ready::at(s.target, s.settings.min_ready, now);
@@ -365,9 +369,13 @@ fn class_of(n: &Node, s: &RolloutState, ready: &Ready) -> Class {
     if n.state != NodeState::Healthy || n.cordoned || s.marks.contains_key(&*n.id) {
         return Class::Listed;
     }
-    let old = n.template != s.target;
+    let old = !s.keeps(n);
     // Settled: `minReady` served (an old node with no instant has none to serve).
-    let settled = n.healthy_since.map_or(old, |h| ready.served(h));
+    // (`minReady` is the template's rule, as in `Ready`: a node past
+    // maxNodeAge on the target serves it like any node on the target.)
+    let settled = n
+        .healthy_since
+        .map_or(n.template != s.target, |h| ready.served(h));
     match (settled, old) {
         (false, _) => Class::Listed,
         (true, true) => Class::QuietOld,
@@ -552,6 +560,7 @@ mod tests {
             waves in prop::bool::weighted(0.2),
             rollback in any::<bool>(),
             order in 0usize..4,
+            retire in prop::option::weighted(0.3, 0i64..3),
             steps in prop::collection::vec((0i64..25, prop::collection::vec((0usize..40, 0u8..4), 0..4)), 1..5),
         ) {
             let mut now = at(100);
@@ -570,6 +579,9 @@ mod tests {
                 TakeDownOrder::Zone,
                 TakeDownOrder::Label("prio".into()),
             ][order].clone();
+            // Nodes launched before this are old even on the target
+            // (lifecycle.maxNodeAge).
+            s.settings.retire_before = retire.map(at);
             if rollback {
                 s.settings.on_failure = OnFailure::Rollback;
             }

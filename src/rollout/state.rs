@@ -32,6 +32,10 @@ pub struct Settings {
     pub startup_timeout: Duration,
     pub drain_timeout: Duration,
     pub on_drain_timeout: OnDrainTimeout,
+    /// Nodes launched before this instant are replaced even on the target
+    /// template (`lifecycle.maxNodeAge`; the planner works it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retire_before: Option<Timestamp>,
     /// With quarantine, the most nodes quarantined at once (`None`: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_blocked_nodes: Option<u32>,
@@ -70,6 +74,7 @@ impl Settings {
             startup_timeout: r.health.startup_timeout,
             drain_timeout: r.drain.timeout,
             on_drain_timeout: r.drain.on_timeout,
+            retire_before: None,
             max_blocked_nodes: r
                 .drain
                 .max_blocked_nodes
@@ -460,6 +465,18 @@ impl RolloutState {
         } else {
             self.classes.clone()
         }
+    }
+
+    /// Whether the rollout keeps this node: on the target template, and not
+    /// launched before `retire_before` (past `lifecycle.maxNodeAge`). Every
+    /// other node is old: taken down and replaced.
+    #[inline]
+    pub fn keeps(&self, n: &crate::model::Node) -> bool {
+        n.template == self.target
+            && self
+                .settings
+                .retire_before
+                .is_none_or(|b| n.launched_at >= b)
     }
 }
 

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::located::At;
-use super::values::{Duration, IntOrPercent, Limit, Percent, TimeOfDay, Weekday};
+use super::values::{Age, Duration, IntOrPercent, Limit, Percent, TimeOfDay, Weekday};
 
 pub const API_VERSION: &str = "poolwright/v1";
 
@@ -1145,6 +1145,10 @@ pub struct Lifecycle {
     /// Attributes whose drift from the files is left alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_changes: Vec<IgnoredAttribute>,
+    /// Replace nodes older than this (`30d`) through the rollout executor,
+    /// under the pool's budget and its disruption policy (as a `repair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_age: Option<Age>,
 }
 
 #[derive(

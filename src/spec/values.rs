@@ -184,6 +184,99 @@ impl JsonSchema for Duration {
     }
 }
 
+/// A node lifetime: `30d`, `720h`, `12h`; days are 24 hours. At least one
+/// hour, at most ten years (3650d).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Age(pub Duration);
+
+impl Age {
+    pub const MIN: std::time::Duration = std::time::Duration::from_secs(3600);
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(3650 * 24 * 3600);
+
+    pub fn parse(text: &str) -> Result<Age, String> {
+        let expected = "expected a node lifetime such as \"30d\", \"720h\" or \"12h\"";
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Err(format!(
+                "invalid age {text:?}: {expected} (a unit is required)"
+            ));
+        }
+        let span: jiff::Span = trimmed
+            .parse()
+            .map_err(|_| format!("invalid age {text:?}: {expected}"))?;
+        let d = span
+            .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+            .map_err(|_| format!("invalid age {text:?}: {expected} (weeks, months and years are not fixed lengths; write days)"))?;
+        if d.is_negative() {
+            return Err(format!("invalid age {text:?}: must not be negative"));
+        }
+        let d = d.unsigned_abs();
+        if !(Age::MIN..=Age::MAX).contains(&d) {
+            return Err(format!(
+                "invalid age {text:?}: at least 1h and at most 3650d"
+            ));
+        }
+        Ok(Age(Duration(d)))
+    }
+}
+
+impl fmt::Display for Age {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_std().as_secs();
+        if secs.is_multiple_of(86_400) {
+            write!(f, "{}d", secs / 86_400)
+        } else {
+            self.0.fmt(f)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Age {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Age;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a node lifetime such as \"30d\" or \"720h\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Age, E> {
+                Age::parse(v).map_err(E::custom)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Age, E> {
+                Err(E::custom(format!(
+                    "invalid age {v}: a unit is required, such as \"{v}d\" or \"{v}h\""
+                )))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Age, E> {
+                Err(E::custom(format!(
+                    "invalid age {v}: a non-negative value with a unit is required"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Age {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for Age {
+    fn schema_name() -> Cow<'static, str> {
+        "Age".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "A node lifetime with units, days being 24 hours: \"30d\", \"720h\"; 1h to 3650d.",
+            "pattern": "^\\s*\\d",
+            "examples": ["30d", "90d", "720h"]
+        })
+    }
+}
+
 /// A time limit that may be switched off, but only in writing: a duration,
 /// or `none`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

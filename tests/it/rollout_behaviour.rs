@@ -488,3 +488,84 @@ fn reimage_mode_replaces_nodes_in_place_without_new_machines() {
             .all(|n| n.template == target && n.state == NodeState::Healthy && !n.cordoned)
     );
 }
+
+/// `lifecycle.maxNodeAge` on a virtual clock: nothing is due until the
+/// oldest nodes pass the limit; then the plan names them and rolls them (as
+/// a repair) on the same template, and the next plan is clean.
+#[test]
+fn nodes_past_max_node_age_are_replaced_through_the_executor() {
+    use crate::support::world::{PROVIDER, World, pool};
+    use jiff::SignedDuration;
+    use poolwright::clock::Clock;
+    use poolwright::plan::Step;
+
+    let w = World::new();
+    w.write("providers.yaml", PROVIDER);
+    w.write(
+        "web.yaml",
+        &pool(
+            "web",
+            3,
+            "img-1",
+            "  lifecycle: {maxNodeAge: 30d}\n  rollout: {maxSurge: 1, maxUnavailable: 0}\n",
+        ),
+    );
+    let done = w.apply();
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    let born = w.clock.now();
+    let ids = |w: &World| -> Vec<String> {
+        let config = w.config();
+        let obs = w.observed(&config);
+        let mut ids: Vec<String> = obs.pools["web"]
+            .live_nodes()
+            .map(|n| n.id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let first = ids(&w);
+    // 29 days later: nothing due; the plan says when the first one is.
+    w.clock.advance(SignedDuration::from_hours(29 * 24));
+    let plan = w.plan();
+    let text = w.text(&plan);
+    assert!(plan.pools[0].rollout.is_none(), "{text}");
+    // A minute short of 30 days: within the window, all three are due.
+    w.clock
+        .set(born + SignedDuration::from_hours(30 * 24) - SignedDuration::from_mins(1));
+    let plan = w.plan();
+    let text = w.text(&plan);
+    let r = plan.pools[0]
+        .rollout
+        .as_ref()
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(r.outdated, 3, "{text}");
+    assert_eq!(
+        r.classes,
+        vec![poolwright::spec::types::ChangeClass::Repair]
+    );
+    assert!(
+        text.contains("3 of 3 nodes are past lifecycle.maxNodeAge (30d)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("3 node(s) due, replaced as a repair"),
+        "{text}"
+    );
+    assert!(
+        plan.pools[0]
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Roll { settings, .. } if settings.retire_before.is_some())),
+        "{text}"
+    );
+    let done = w.apply();
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    let now = ids(&w);
+    assert_eq!(now.len(), 3);
+    assert!(
+        now.iter().all(|id| !first.contains(id)),
+        "every node replaced: {first:?} -> {now:?}"
+    );
+    let plan = w.plan();
+    assert!(plan.pools[0].rollout.is_none(), "{}", w.text(&plan));
+}

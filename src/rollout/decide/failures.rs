@@ -16,7 +16,7 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
     let failed: Vec<String> = live
         .iter()
         .filter(|n| {
-            n.template == s.target
+            s.keeps(n)
                 && n.state != NodeState::Healthy
                 && now >= after(n.launched_at, set.startup_timeout)
                 && !s.marks.contains_key(&*n.id)

@@ -25,7 +25,7 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node], quiet: Option<&dyn Qui
         if marked.contains(&n.id) {
             in_flight.push(n);
         }
-        seen += usize::from(n.template == s.target && s.healthy_seen.contains(&n.id));
+        seen += usize::from(s.keeps(n) && s.healthy_seen.contains(&n.id));
     }
     // Quiet nodes are unmarked, and the new ones among them all seen.
     seen += quiet.map_or(0, |q| q.quiet_new() as usize);
@@ -49,7 +49,7 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node], quiet: Option<&dyn Qui
                     node: n.id.to_string(),
                 });
             }
-            Some(Mark::Reimaging { .. }) if n.template == s.target => {
+            Some(Mark::Reimaging { .. }) if s.keeps(n) => {
                 // Reimaged: from here on a new node like any other.
                 s.marks.remove(&*n.id);
             }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::tally::Tally;
 use super::{Action, Decision, Marked, Quiet, Ready};
-use crate::model::{Node, TemplateHash};
+use crate::model::Node;
 use crate::rollout::order::{Place, current_group, place};
 use crate::rollout::state::{Mark, RolloutState};
 use crate::spec::types::TakeDownOrder;
@@ -56,16 +56,20 @@ pub(super) fn start(
     // The tally's `outdated_unmarked`, by its own rule: looking each node up
     // in that list made a step O(nodes²) (a 1,000-node roll spent half its
     // time here).
+    // Kept: on the target and not past `lifecycle.maxNodeAge` (the rule of
+    // `RolloutState::keeps`, with the state borrowed once).
+    let retire = s.settings.retire_before;
+    let keeps = |n: &Node| n.template == target && retire.is_none_or(|b| n.launched_at >= b);
     let outdated = live
         .iter()
         .copied()
-        .filter(|n| n.template != target && !marked.contains(&n.id));
+        .filter(|n| !keeps(n) && !marked.contains(&n.id));
     let mut extra: Vec<&Node> = Vec::new();
     if t.surplus > 0 {
         extra = live
             .iter()
             .copied()
-            .filter(|n| n.template == target && !marked.contains(&n.id))
+            .filter(|n| keeps(n) && !marked.contains(&n.id))
             .collect();
         extra.sort_by_key(|n| (ready.is(n), std::cmp::Reverse(n.launched_at)));
         extra.truncate(t.surplus as usize);
@@ -82,7 +86,7 @@ pub(super) fn start(
     // Under `zone` order only the current zone's old nodes are candidates.
     let order = &s.settings.order.clone();
     let outdated: Vec<&Node> = outdated.collect();
-    let group = zone_now(s, order, live, &outdated, quiet, target);
+    let group = zone_now(s, order, live, &outdated, quiet);
     s.zone = group.as_deref().map(str::to_string);
     let in_group = |n: &Node| group.is_none() || place(order, n).group == group;
     type Key = (bool, bool, Place);
@@ -91,7 +95,7 @@ pub(super) fn start(
     let (mut down, mut up): (Picks, Picks) = (Vec::new(), Vec::new());
     let candidates = outdated.into_iter().filter(|n| in_group(n)).chain(extra);
     for n in candidates {
-        let key = (ready.is(n), n.template == target, place(order, n));
+        let key = (ready.is(n), keeps(n), place(order, n));
         if !key.0 {
             down.push((key, n));
         } else if spare > 0 {
@@ -149,7 +153,6 @@ fn zone_now(
     live: &[&Node],
     outdated: &[&Node],
     quiet: Option<&dyn Quiet>,
-    target: TemplateHash,
 ) -> Option<Arc<str>> {
     if *order != TakeDownOrder::Zone {
         return None;
@@ -158,7 +161,7 @@ fn zone_now(
     let in_flight: Vec<Arc<str>> = live
         .iter()
         .filter(|n| {
-            n.template != target
+            !s.keeps(n)
                 && matches!(
                     s.marks.get(&*n.id),
                     Some(Mark::Draining { .. } | Mark::Terminating { .. } | Mark::Reimaging { .. })

@@ -52,7 +52,7 @@ impl Tally {
             let mark = marked.get(&n.id);
             let is_available = mark.is_none() && ready.is(n);
             available += u32::from(is_available);
-            if n.template != target {
+            if !s.keeps(n) {
                 outdated_unmarked += u32::from(mark.is_none());
                 continue;
             }
