@@ -439,6 +439,21 @@ fn drain_timeout_fail_stops_degraded_with_the_node_cordoned() {
     assert!(!ok, "apply must fail:\n{text}");
     assert!(text.contains("Degraded"), "{text}");
     assert!(text.contains("PodDisruptionBudget default/web"), "{text}");
+    // Who blocks, named: the pod and its budget, in the event and the error.
+    let blocked: Vec<String> = w
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "drain_blocked")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        blocked
+            .iter()
+            .any(|m| m.contains("cannot evict pod default/web-")
+                && m.contains("PodDisruptionBudget default/web (disruptions allowed: 0)")),
+        "{blocked:#?}"
+    );
+    assert!(text.contains("cannot evict pod default/web-"), "{text}");
     assert_eq!(w.count("degraded"), 1);
     assert_eq!(w.count("terminate_requested"), 0, "nothing was terminated");
     assert_eq!(cordoned(&rt, &w.cp), 1, "the node stays cordoned");

@@ -253,6 +253,22 @@ pub fn render(doc: &StatusDoc) -> String {
         out.push_str(&row[4]);
         out.push('\n');
     }
+    // Who refuses a drain now: the pods and their budgets, by node.
+    for p in &doc.pools {
+        for (node, why) in p.rollout.iter().flat_map(|r| &r.blocked_drains) {
+            out.push_str(&format!(
+                "\nDRAIN BLOCKED nodepool.{} node {node}: {why}",
+                p.name
+            ));
+        }
+    }
+    if doc.pools.iter().any(|p| {
+        p.rollout
+            .as_ref()
+            .is_some_and(|r| !r.blocked_drains.is_empty())
+    }) {
+        out.push('\n');
+    }
     for o in &doc.overrides {
         out.push_str(&format!(
             "\nOVERRIDE nodepool.{}: {} by {} at {}: {:?}\n",

@@ -94,6 +94,10 @@ pub struct RolloutProgress {
     pub counts: Counts,
     pub last_event: String,
     pub last_event_at: Timestamp,
+    /// Drains refused now, by node: who refuses (the pods, their
+    /// PodDisruptionBudgets), as the last `drain_blocked` said.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked_drains: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -515,16 +519,17 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
-            let (last_event, last_event_at) = p
+            let (last_event, last_event_at, blocked_drains) = p
                 .rollout
-                .as_ref()
-                .map(|r| (r.last_event.clone(), r.last_event_at))
-                .unwrap_or_else(|| ("observed".into(), now));
+                .take()
+                .map(|r| (r.last_event, r.last_event_at, r.blocked_drains))
+                .unwrap_or_else(|| ("observed".into(), now, BTreeMap::new()));
             p.rollout = Some(RolloutProgress {
                 target: target.to_string(),
                 counts,
                 last_event,
                 last_event_at,
+                blocked_drains,
             });
         });
     }
@@ -536,6 +541,12 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
+            let mut blocked = p
+                .rollout
+                .as_ref()
+                .map(|r| r.blocked_drains.clone())
+                .unwrap_or_default();
+            track_blocked(&mut blocked, e);
             if let Some(c) = e.counts {
                 let target = p
                     .rollout
@@ -547,7 +558,10 @@ impl Board {
                     counts: c,
                     last_event: e.event.to_string(),
                     last_event_at: e.ts,
+                    blocked_drains: blocked,
                 });
+            } else if let Some(r) = &mut p.rollout {
+                r.blocked_drains = blocked;
             }
             if e.event == EventKind::StepFailed {
                 p.last_error = Some(LastError {
@@ -556,6 +570,37 @@ impl Board {
                 });
             }
         });
+    }
+}
+
+/// Keep the refused drains current: a `drain_blocked` names who refuses the
+/// node's drain now; the drain ending in any way (drained, forced,
+/// quarantined, failed, given up by a rollback, the node gone) or the
+/// rollout ending clears it.
+fn track_blocked(blocked: &mut BTreeMap<String, String>, e: &Event) {
+    match (e.event, &e.node) {
+        (EventKind::DrainBlocked, Some(n)) => {
+            blocked.insert(n.clone(), e.message.clone());
+        }
+        (
+            EventKind::NodeDrained
+            | EventKind::DrainForced
+            | EventKind::NodeQuarantined
+            | EventKind::NodeUncordoned
+            | EventKind::NodeTerminated
+            | EventKind::Degraded,
+            Some(n),
+        ) => {
+            blocked.remove(n);
+        }
+        (
+            EventKind::Completed
+            | EventKind::RolloutCompleted
+            | EventKind::RolloutStopped
+            | EventKind::RollbackStarted,
+            _,
+        ) => blocked.clear(),
+        _ => {}
     }
 }
 
@@ -575,5 +620,35 @@ pub(crate) mod tests {
             stopping: false,
             ha: None,
         }
+    }
+
+    fn event(kind: EventKind, node: &str, message: &str) -> Event {
+        Event {
+            ts: Timestamp::UNIX_EPOCH,
+            pool: "web".into(),
+            event: kind,
+            node: Some(node.into()),
+            counts: None,
+            message: message.into(),
+            revision: None,
+            by: None,
+            fleet: None,
+        }
+    }
+
+    #[test]
+    fn a_refused_drain_is_named_until_it_ends() {
+        let mut b = BTreeMap::new();
+        let pdb = "cannot evict pod default/web-1: PodDisruptionBudget default/web (disruptions allowed: 0)";
+        track_blocked(&mut b, &event(EventKind::DrainBlocked, "n1", pdb));
+        track_blocked(&mut b, &event(EventKind::DrainBlocked, "n2", "another"));
+        assert_eq!(b.get("n1").map(String::as_str), Some(pdb));
+        // Refreshed as it changes.
+        track_blocked(&mut b, &event(EventKind::DrainBlocked, "n1", "now web-2"));
+        assert_eq!(b["n1"], "now web-2");
+        track_blocked(&mut b, &event(EventKind::NodeDrained, "n1", "drained"));
+        assert_eq!(b.keys().collect::<Vec<_>>(), ["n2"]);
+        track_blocked(&mut b, &event(EventKind::Completed, "", ""));
+        assert!(b.is_empty());
     }
 }

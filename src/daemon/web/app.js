@@ -595,6 +595,12 @@
       al.append(h("p", { class: "alert warn" }, h("strong", null, "Blocked: "), blockedText(b),
         b.since ? " · since " + fmtTs(b.since, tzOk(b.timezone)) : "", p.blockedSeconds ? " (" + human(p.blockedSeconds) + ")" : ""));
     }
+    // Who refuses a drain now (the pods and their PodDisruptionBudgets), by node.
+    const drains = (p.rollout && p.rollout.blockedDrains) || {};
+    for (const node of Object.keys(drains)) {
+      al.append(h("p", { class: "alert warn", "data-blocked-drain": node }, h("strong", null, "Drain blocked: "),
+        h("span", { class: "mono" }, node), ": ", String(drains[node])));
+    }
     if (p.lastError) al.append(h("p", { class: "alert bad" }, h("strong", null, "Last error"), p.lastError.at ? " (" + fmtTs(p.lastError.at) + ")" : "", ": ",
       h("span", { class: "mono" }, p.lastError.message || "")));
   }
