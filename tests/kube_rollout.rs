@@ -576,3 +576,86 @@ fn order_zone_finishes_each_zone_before_the_next() {
         }
     }
 }
+
+/// A pod annotated `poolwright.io/do-not-disrupt: "true"` holds its node
+/// through a roll: the node is never cordoned, the roll completes with the
+/// hold named (the pod, in `node_held` and the completion); with the
+/// annotation removed, the next apply replaces the node.
+#[test]
+fn a_pod_annotated_do_not_disrupt_holds_its_node_until_the_annotation_goes() {
+    let w = World::new("{timeout: 2m}");
+    let app = w.prepare("{timeout: 2m}", 3);
+    // The node of one running replica, and that replica, annotated.
+    let (pod, node) = app.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(w.cp.client().await, "default");
+        let p = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|p| running(p) && p.spec.as_ref().and_then(|s| s.node_name.clone()).is_some())
+            .expect("a running replica");
+        let name = p.metadata.name.clone().unwrap();
+        let patch = serde_json::json!({"metadata": {"annotations": {"poolwright.io/do-not-disrupt": "true"}}});
+        pods.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        (name, p.spec.unwrap().node_name.unwrap())
+    });
+    let (ok, text) = w.apply();
+    assert!(ok, "{text}");
+    let events = w.events();
+    let held: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "node_held")
+        .collect();
+    assert_eq!(held.len(), 1, "{text}");
+    assert_eq!(held[0]["node"], node.as_str());
+    let why = held[0]["message"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "pod default/{pod} carries poolwright.io/do-not-disrupt"
+        )),
+        "{why}"
+    );
+    let done = events.iter().find(|e| e["event"] == "completed").unwrap();
+    assert!(
+        done["message"]
+            .as_str()
+            .unwrap()
+            .contains("held by do-not-disrupt"),
+        "{done}\n{:#?}",
+        events
+            .iter()
+            .map(|e| format!("{} {} {}", e["event"], e["node"], e["message"]))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["node"] != node.as_str() || e["event"] == "node_held"),
+        "the held node was touched: {events:#?}"
+    );
+    assert!(registered_nodes(&app.rt, &w.cp).contains(&node));
+    assert_eq!(
+        w.count("terminate_requested"),
+        3,
+        "the other three replaced"
+    );
+
+    // The workload lets go: the next look rolls the node.
+    app.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(w.cp.client().await, "default");
+        let patch = serde_json::json!({"metadata": {"annotations": {"poolwright.io/do-not-disrupt": null}}});
+        pods.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    });
+    let (ok, text) = w.apply();
+    let (fewest, rt) = app.finish();
+    assert!(ok, "{text}");
+    assert_eq!(w.count("terminate_requested"), 4, "{text}");
+    assert!(!registered_nodes(&rt, &w.cp).contains(&node));
+    assert!(fewest >= 3, "the PDB held: {fewest}");
+}

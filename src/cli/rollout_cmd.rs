@@ -106,5 +106,8 @@ fn status(journal: &Journal, pool: &str, rt: &tokio::runtime::Runtime) -> anyhow
     for (node, mark) in &r.marks {
         println!("  {node}: {}", describe_mark(mark));
     }
+    for (node, why) in &r.held {
+        println!("  {node}: held by do-not-disrupt ({why}); left in service");
+    }
     Ok(exit::OK)
 }

@@ -253,20 +253,24 @@ pub fn render(doc: &StatusDoc) -> String {
         out.push_str(&row[4]);
         out.push('\n');
     }
-    // Who refuses a drain now: the pods and their budgets, by node.
+    // Who refuses a drain now (the pods and their budgets), and which old
+    // nodes do-not-disrupt holds, by node.
+    let mut named = false;
     for p in &doc.pools {
-        for (node, why) in p.rollout.iter().flat_map(|r| &r.blocked_drains) {
+        let Some(r) = &p.rollout else { continue };
+        for (node, why) in &r.blocked_drains {
             out.push_str(&format!(
                 "\nDRAIN BLOCKED nodepool.{} node {node}: {why}",
                 p.name
             ));
+            named = true;
+        }
+        for (node, why) in &r.held_nodes {
+            out.push_str(&format!("\nHELD nodepool.{} node {node}: {why}", p.name));
+            named = true;
         }
     }
-    if doc.pools.iter().any(|p| {
-        p.rollout
-            .as_ref()
-            .is_some_and(|r| !r.blocked_drains.is_empty())
-    }) {
+    if named {
         out.push('\n');
     }
     for o in &doc.overrides {

@@ -98,6 +98,11 @@ pub struct RolloutProgress {
     /// PodDisruptionBudgets), as the last `drain_blocked` said.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub blocked_drains: BTreeMap<String, String>,
+    /// Old nodes held by do-not-disrupt, by node, and why (kept after the
+    /// rollout completes with holds, until the hold is lifted or the node
+    /// goes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held_nodes: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -519,17 +524,25 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
-            let (last_event, last_event_at, blocked_drains) = p
+            let (last_event, last_event_at, blocked_drains, held_nodes) = p
                 .rollout
                 .take()
-                .map(|r| (r.last_event, r.last_event_at, r.blocked_drains))
-                .unwrap_or_else(|| ("observed".into(), now, BTreeMap::new()));
+                .map(|r| {
+                    (
+                        r.last_event,
+                        r.last_event_at,
+                        r.blocked_drains,
+                        r.held_nodes,
+                    )
+                })
+                .unwrap_or_else(|| ("observed".into(), now, BTreeMap::new(), BTreeMap::new()));
             p.rollout = Some(RolloutProgress {
                 target: target.to_string(),
                 counts,
                 last_event,
                 last_event_at,
                 blocked_drains,
+                held_nodes,
             });
         });
     }
@@ -541,12 +554,13 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
-            let mut blocked = p
+            let (mut blocked, mut held) = p
                 .rollout
                 .as_ref()
-                .map(|r| r.blocked_drains.clone())
+                .map(|r| (r.blocked_drains.clone(), r.held_nodes.clone()))
                 .unwrap_or_default();
             track_blocked(&mut blocked, e);
+            track_held(&mut held, e);
             if let Some(c) = e.counts {
                 let target = p
                     .rollout
@@ -559,9 +573,11 @@ impl Board {
                     last_event: e.event.to_string(),
                     last_event_at: e.ts,
                     blocked_drains: blocked,
+                    held_nodes: held,
                 });
             } else if let Some(r) = &mut p.rollout {
                 r.blocked_drains = blocked;
+                r.held_nodes = held;
             }
             if e.event == EventKind::StepFailed {
                 p.last_error = Some(LastError {
@@ -600,6 +616,22 @@ fn track_blocked(blocked: &mut BTreeMap<String, String>, e: &Event) {
             | EventKind::RollbackStarted,
             _,
         ) => blocked.clear(),
+        _ => {}
+    }
+}
+
+/// Keep the held nodes current: `node_held` names one and why; its hold
+/// lifted, the node gone, or a new rollout (which finds the holds again)
+/// clears it. A rollout completing with holds keeps them.
+fn track_held(held: &mut BTreeMap<String, String>, e: &Event) {
+    match (e.event, &e.node) {
+        (EventKind::NodeHeld, Some(n)) => {
+            held.insert(n.clone(), e.message.clone());
+        }
+        (EventKind::NodeHoldLifted | EventKind::NodeTerminated, Some(n)) => {
+            held.remove(n);
+        }
+        (EventKind::RolloutStarted, _) => held.clear(),
         _ => {}
     }
 }

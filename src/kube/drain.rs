@@ -166,6 +166,21 @@ impl Drainer for KubeDrainer {
         }
     }
 
+    async fn hold(&self, _: &str, node: &str) -> Result<Option<String>, DrainError> {
+        let Some(name) = self.node_name(node).await? else {
+            return Ok(None);
+        };
+        Ok(self.pods_to_move(&name).await?.iter().find_map(|pod| {
+            let notes = pod.metadata.annotations.as_ref()?;
+            crate::rollout::hold::KEYS.iter().find_map(|k| {
+                notes
+                    .get(*k)
+                    .filter(|v| crate::rollout::hold::holds(v))
+                    .map(|_| format!("pod {} carries {k}: \"true\"", name_of(pod)))
+            })
+        }))
+    }
+
     async fn force(&self, _: &str, node: &str) -> Result<(), DrainError> {
         let Some(name) = self.node_name(node).await? else {
             return Ok(());

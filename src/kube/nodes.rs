@@ -59,7 +59,15 @@ pub fn view(node: &KubeNode) -> NodeView {
             .map(|t| t.0)
             .unwrap_or(Timestamp::UNIX_EPOCH)
     });
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let mut labels = node.metadata.labels.clone().unwrap_or_default();
+    // A Node annotated do-not-disrupt is held as one labelled so.
+    if let Some(notes) = &node.metadata.annotations {
+        for k in crate::rollout::hold::KEYS {
+            if let Some(v) = notes.get(k) {
+                labels.insert(k.to_string(), v.clone());
+            }
+        }
+    }
     NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
         zone: labels.get(ZONE_LABEL).cloned(),

@@ -345,7 +345,27 @@ fn plan_pool(
             to: spec.autoscaling,
         });
     }
-    let by_template = obs.outdated(hash) as u32;
+    // Old nodes held by do-not-disrupt (their own label or annotation, as
+    // the provider and the cluster report it) are left out of the roll.
+    let held: Vec<(&str, String)> = obs
+        .live_nodes()
+        .filter(|n| n.template != hash)
+        .filter_map(|n| crate::rollout::hold::of_node(n).map(|why| (&*n.id, why)))
+        .collect();
+    if !held.is_empty() {
+        let named: Vec<String> = held
+            .iter()
+            .take(5)
+            .map(|(id, why)| format!("{id} ({why})"))
+            .collect();
+        p.notes.push(format!(
+            "do-not-disrupt holds {} outdated node(s), left out of the roll and kept in service: {}{}",
+            held.len(),
+            named.join(", "),
+            if held.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    let by_template = (obs.outdated(hash) - held.len()) as u32;
     let aging = doc
         .spec
         .lifecycle

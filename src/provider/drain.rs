@@ -53,6 +53,11 @@ pub trait Drainer: Send + Sync {
     ) -> DrainProgress;
     /// Stop waiting: delete what is left on the node.
     async fn force(&self, pool: &str, node: &str) -> Result<(), DrainError>;
+    /// Why a workload holds the node now (a running pod annotated
+    /// do-not-disrupt), if one does. Without workloads, nothing holds.
+    async fn hold(&self, _pool: &str, _node: &str) -> Result<Option<String>, DrainError> {
+        Ok(None)
+    }
 }
 
 /// For pools without a cluster and a provider without workloads to move:

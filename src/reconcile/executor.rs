@@ -435,31 +435,52 @@ impl<'a> Executor<'a> {
             .cloned()
             .collect();
         let reappeared = self.index.take_reappeared();
-        // Only the nodes in flight are listed; the quiet ones are counted.
-        let (listed, quiet) = if self.every_node {
-            (self.index.all(), None)
-        } else {
-            (self.index.listed(), Some(&self.index as &dyn Quiet))
+        let mut pod_holds = self.pod_holds(&pool).await;
+        // A node the step would drain that a workload holds (do-not-disrupt)
+        // is found before anything is journaled or cordoned: the step is
+        // decided again with it held. Each round holds at least one node
+        // more (the answers found are kept for the next round), so this ends.
+        let mut base = self.state.clone();
+        let mut held_notes = Vec::new();
+        let decision = loop {
+            self.index.classify(&base, now);
+            // Only the nodes in flight are listed; the quiet ones are counted.
+            let (listed, quiet) = if self.every_node {
+                (self.index.all(), None)
+            } else {
+                (self.index.listed(), Some(&self.index as &dyn Quiet))
+            };
+            let d = decide(
+                &base,
+                &Inputs {
+                    now,
+                    nodes: &listed,
+                    provider_size: self.index.size(),
+                    drains: &drains,
+                    override_policy: self.override_policy,
+                    quiet,
+                    reappeared: &reappeared,
+                    pod_holds: Some(&pod_holds),
+                },
+            );
+            let held = self.held_now(&pool, &d.actions).await;
+            if held.is_empty() {
+                break d;
+            }
+            for o in &held {
+                if let Outcome::Held { node, reason } = o {
+                    pod_holds.insert(node.clone(), Some(reason.clone()));
+                }
+            }
+            held_notes.extend(absorb(&mut base, &held, now));
         };
-        let decision = decide(
-            &self.state,
-            &Inputs {
-                now,
-                nodes: &listed,
-                provider_size: self.index.size(),
-                drains: &drains,
-                override_policy: self.override_policy,
-                quiet,
-                reappeared: &reappeared,
-            },
-        );
         // Intent first: the journal holds every mark before the calls are made.
         self.state = decision.state;
         self.save().await?;
         for id in gone {
             self.emit(EventKind::NodeTerminated, Some(id), true, "gone".into());
         }
-        for note in &decision.notes {
+        for note in held_notes.iter().chain(&decision.notes) {
             self.note(note);
         }
         // The size the provider holds as this round's calls change it: a
@@ -491,6 +512,37 @@ impl<'a> Executor<'a> {
         Ok(Tick::Continue {
             waiting: decision.waiting,
         })
+    }
+
+    /// The nodes the state holds, asked about again: why a pod still holds
+    /// each, or `None` if none does. A node the cluster did not answer for is
+    /// left out (its hold stands).
+    async fn pod_holds(&self, pool: &str) -> BTreeMap<String, Option<String>> {
+        let mut out = BTreeMap::new();
+        for id in self.state.held.keys() {
+            if let Ok(answer) = self.drainer.hold(pool, &self.cluster_key(id)).await {
+                out.insert(id.clone(), answer);
+            }
+        }
+        out
+    }
+
+    /// Of the nodes these actions would drain, the ones a workload holds now.
+    /// A node the cluster cannot answer for is not taken to be held: its
+    /// cordon or drain fails in its turn and says why.
+    async fn held_now(&self, pool: &str, actions: &[Action]) -> Vec<Outcome> {
+        let mut out = Vec::new();
+        for a in actions {
+            if let Action::Drain { node } = a
+                && let Ok(Some(reason)) = self.drainer.hold(pool, &self.cluster_key(node)).await
+            {
+                out.push(Outcome::Held {
+                    node: node.clone(),
+                    reason,
+                });
+            }
+        }
+        out
     }
 
     /// A create journaled but never answered (the process died in between):

@@ -203,6 +203,9 @@ impl PoolIndex {
         } else {
             let mut check: Vec<usize> = self.listed.iter().copied().collect();
             check.extend(s.marks.keys().filter_map(|id| self.by_id.get(id.as_str())));
+            // A node held since the last look (do-not-disrupt) leaves the
+            // quiet set, as a marked one does.
+            check.extend(s.held.keys().filter_map(|id| self.by_id.get(id.as_str())));
             check
         };
         for i in check {
@@ -366,7 +369,12 @@ impl PoolIndex {
 
 /// The class of a node against the state `s`, by the rules of [`Quiet`].
 fn class_of(n: &Node, s: &RolloutState, ready: &Ready) -> Class {
-    if n.state != NodeState::Healthy || n.cordoned || s.marks.contains_key(&*n.id) {
+    if n.state != NodeState::Healthy
+        || n.cordoned
+        || s.marks.contains_key(&*n.id)
+        || s.held.contains_key(&*n.id)
+        || (!n.labels.is_empty() && crate::rollout::hold::of_node(n).is_some())
+    {
         return Class::Listed;
     }
     let old = !s.keeps(n);
@@ -588,6 +596,13 @@ mod tests {
             for (i, d) in drawn.iter().enumerate() {
                 if let Some(m) = mark(d.5, now) {
                     s.marks.insert(nodes[i].id.to_string(), m);
+                } else if i % 7 == 3 {
+                    // Held by do-not-disrupt, by its label or by a pod.
+                    if i % 2 == 0 {
+                        nodes[i].labels.insert("poolwright.io/do-not-disrupt".into(), "true".into());
+                    } else {
+                        s.held.insert(nodes[i].id.to_string(), "a pod holds it".into());
+                    }
                 }
                 if nodes[i].template == s.target && i % seen_every == 0 {
                     s.healthy_seen.insert(&nodes[i].id);
@@ -606,6 +621,13 @@ mod tests {
                 let drains = BTreeMap::new();
                 let d = decide(&s, &Inputs { nodes: &listed, quiet: Some(&index), ..inputs(&nodes, &drains, now) });
                 s = d.state;
+                // A workload holds one more node (do-not-disrupt, found by
+                // the cluster): it must leave the quiet set.
+                if let Some(n) = changes.first().and_then(|(i, _)| nodes.get(*i))
+                    && !s.marks.contains_key(&*n.id)
+                {
+                    s.held.insert(n.id.to_string(), "a pod holds it".into());
+                }
                 now = now.checked_add(SignedDuration::from_secs(later)).unwrap();
                 let mut changed = Vec::new();
                 for (i, st) in changes {

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod change;
 pub mod control;
 pub mod decide;
+pub mod hold;
 pub mod index;
 pub mod order;
 pub mod state;

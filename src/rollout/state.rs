@@ -423,6 +423,11 @@ pub struct RolloutState {
     /// that contradicts itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unlisted_since: Option<Timestamp>,
+    /// Old nodes held by do-not-disrupt (on the node, or on a pod running
+    /// on it), and why: never taken down while held; the rollout completes
+    /// around them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held: BTreeMap<String, String>,
     /// Under `rollout.order: zone`, the zone begun last: it is finished
     /// before another starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]

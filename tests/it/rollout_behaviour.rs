@@ -569,3 +569,103 @@ fn nodes_past_max_node_age_are_replaced_through_the_executor() {
     let plan = w.plan();
     assert!(plan.pools[0].rollout.is_none(), "{}", w.text(&plan));
 }
+
+/// do-not-disrupt on a node (a provider tag): the roll does everything else,
+/// keeps no surge for the held node, keeps it in service, and completes with
+/// the hold named; lifted, the next rollout replaces it.
+#[test]
+fn a_held_node_is_left_in_service_and_the_roll_completes_with_holds() {
+    let mut sc = Scenario::new(4, 1, 0);
+    sc.hold = vec!["web-00001".into()];
+    let run = sc.run();
+    assert_eq!(run.status, Status::Completed);
+    assert_bounds(&run, 4, 1, 0);
+    let held: Vec<_> = run
+        .events
+        .iter()
+        .filter(|e| e.event == "node_held")
+        .collect();
+    assert_eq!(held.len(), 1, "{:?}", run.names());
+    assert_eq!(held[0].node.as_deref(), Some("web-00001"));
+    assert!(held[0].message.contains("poolwright.io/do-not-disrupt"));
+    let done = run.events.iter().find(|e| e.event == "completed").unwrap();
+    assert!(
+        done.message
+            .contains("except 1 held by do-not-disrupt: web-00001"),
+        "{}",
+        done.message
+    );
+    // Never touched, still serving; three new nodes beside it, no more.
+    assert!(
+        run.events
+            .iter()
+            .all(|e| e.node.as_deref() != Some("web-00001") || e.event == "node_held"),
+        "{:?}",
+        run.events
+    );
+    let live: Vec<_> = run.final_pool.live_nodes().collect();
+    assert_eq!(live.len(), 4, "no surge kept for the held node");
+    let old = template("img-1").hash();
+    let kept: Vec<_> = live.iter().filter(|n| n.template == old).collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(&*kept[0].id, "web-00001");
+    assert!(kept[0].state == NodeState::Healthy && !kept[0].cordoned);
+}
+
+/// The plan names a held node and leaves it out; once the label is removed,
+/// the next plan rolls it and apply replaces it.
+#[test]
+fn a_lifted_hold_is_rolled_on_the_next_look() {
+    use crate::support::world::{PROVIDER, World, pool};
+    use poolwright::provider::sim::Sim;
+    use poolwright::spec::types::SimProvider;
+    let w = World::new();
+    w.write("providers.yaml", PROVIDER);
+    w.write("web.yaml", &pool("web", 3, "img-1", ""));
+    assert!(w.apply().errors.is_empty());
+    let label = |value: Option<&str>| {
+        let settings = SimProvider {
+            seed: 7,
+            ..SimProvider::default()
+        };
+        let sim = Sim::open("sim", &settings, Some(w.state.path()), w.clock.clone()).unwrap();
+        sim.set_label("web", "web-00000", "karpenter.sh/do-not-disrupt", value)
+            .unwrap();
+    };
+    label(Some("true"));
+    w.write("web.yaml", &pool("web", 3, "img-2", ""));
+    let plan = w.plan();
+    let text = w.text(&plan);
+    assert!(
+        text.contains("do-not-disrupt holds 1 outdated node(s), left out of the roll and kept in service: web-00000 (the node carries karpenter.sh/do-not-disrupt: \"true\")"),
+        "{text}"
+    );
+    assert_eq!(
+        plan.pools[0].rollout.as_ref().map(|r| r.outdated),
+        Some(2),
+        "{text}"
+    );
+    let done = w.apply();
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    let ids = |w: &World| -> Vec<String> {
+        let config = w.config();
+        let obs = w.observed(&config);
+        obs.pools["web"]
+            .live_nodes()
+            .map(|n| n.id.to_string())
+            .collect()
+    };
+    assert!(ids(&w).contains(&"web-00000".to_string()));
+    // Lifted: the next look rolls it.
+    label(None);
+    let plan = w.plan();
+    assert_eq!(
+        plan.pools[0].rollout.as_ref().map(|r| r.outdated),
+        Some(1),
+        "{}",
+        w.text(&plan)
+    );
+    assert!(w.apply().errors.is_empty());
+    assert!(!ids(&w).contains(&"web-00000".to_string()));
+    assert_eq!(ids(&w).len(), 3);
+}

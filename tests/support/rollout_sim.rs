@@ -153,6 +153,9 @@ pub struct Scenario {
     /// Launch the pool's nodes one a second (so launch order is id order)
     /// rather than all at once.
     pub stagger: bool,
+    /// Nodes labelled `poolwright.io/do-not-disrupt: "true"` before the
+    /// rollout starts.
+    pub hold: Vec<String>,
 }
 
 impl Scenario {
@@ -167,6 +170,7 @@ impl Scenario {
             supersede_at: None,
             settle_seconds: 600,
             stagger: false,
+            hold: Vec::new(),
         }
     }
 
@@ -201,6 +205,10 @@ impl Scenario {
             }
         }
         clock.advance(SignedDuration::from_secs(self.settle_seconds));
+        for node in &self.hold {
+            sim.set_label("web", node, "poolwright.io/do-not-disrupt", Some("true"))
+                .unwrap();
+        }
 
         let journal_dir = tempfile::tempdir().unwrap();
         let journal = Journal::new(journal_dir.path());

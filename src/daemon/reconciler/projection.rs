@@ -155,6 +155,7 @@ pub fn project_board(board: &Board, metrics: &Metrics) {
                     ("available", r.counts.available),
                     ("updated", r.counts.updated),
                     ("outdated", r.counts.outdated),
+                    ("held", r.held_nodes.len() as u32),
                 ] {
                     metrics
                         .rollout_nodes

@@ -601,6 +601,12 @@
       al.append(h("p", { class: "alert warn", "data-blocked-drain": node }, h("strong", null, "Drain blocked: "),
         h("span", { class: "mono" }, node), ": ", String(drains[node])));
     }
+    // Old nodes do-not-disrupt holds (kept in service, out of the roll).
+    const held = (p.rollout && p.rollout.heldNodes) || {};
+    for (const node of Object.keys(held)) {
+      al.append(h("p", { class: "alert warn", "data-held-node": node }, h("strong", null, "Held (do-not-disrupt): "),
+        h("span", { class: "mono" }, node), ": ", String(held[node])));
+    }
     if (p.lastError) al.append(h("p", { class: "alert bad" }, h("strong", null, "Last error"), p.lastError.at ? " (" + fmtTs(p.lastError.at) + ")" : "", ": ",
       h("span", { class: "mono" }, p.lastError.message || "")));
   }

@@ -107,5 +107,6 @@ pub fn inputs<'a>(
         override_policy: false,
         quiet: None,
         reappeared: &[],
+        pod_holds: None,
     }
 }

@@ -33,7 +33,7 @@ pub(super) fn completed(d: &mut Decision, t: &Tally) -> bool {
         && t.in_drain == 0
         && t.in_termination == 0
         && t.surplus == 0
-        && t.updated_available >= s.settings.size
+        && t.updated_available >= t.want
         && d.actions.is_empty();
     if !done {
         return false;
@@ -47,9 +47,13 @@ pub(super) fn completed(d: &mut Decision, t: &Tally) -> bool {
         },
         None => Status::Completed,
     };
-    let message = match s.rollback_of {
-        Some(_) => "rolled back to the previous template",
-        None => "every node runs the desired template",
+    let message = match (s.rollback_of, s.held.is_empty()) {
+        (Some(_), _) => "rolled back to the previous template".to_string(),
+        (None, true) => "every node runs the desired template".to_string(),
+        (None, false) => format!(
+            "completed with holds: {}",
+            super::super::hold::describe(&s.held)
+        ),
     };
     d.note(EventKind::Completed, None, message);
     true
@@ -59,7 +63,7 @@ pub(super) fn evaluate(d: &mut Decision, t: &Tally, inp: &Inputs) -> Gates {
     let now: Timestamp = inp.now;
     let s = &mut d.state;
     let set = s.settings.clone();
-    let has_work = t.outdated_unmarked > 0 || t.surplus > 0 || t.updated_live < set.size;
+    let has_work = t.outdated_unmarked > 0 || t.surplus > 0 || t.updated_live < t.want;
     let gate = policy::gate(&set.disruption, now);
     let held = !inp.override_policy
         && !gate.is_open()

@@ -13,7 +13,8 @@
 //!
 //! One call runs these phases, in this order (each in its own module):
 //! 1. `marks`: forget nodes that are gone; take up calls that never reached
-//!    the provider (a crash between journaling and calling).
+//!    the provider (a crash between journaling and calling). `holds`: which
+//!    old nodes do-not-disrupt holds now.
 //! 2. `failures`: new nodes not healthy within `startupTimeout`.
 //! 3. `drains`: drains in flight finish, time out, or are blocked.
 //! 4. `tally`: count what is available, updated, in flight; raise the peak.
@@ -29,6 +30,7 @@
 mod drains;
 mod failures;
 mod gates;
+mod holds;
 mod marks;
 mod stall;
 mod steps;
@@ -60,6 +62,10 @@ pub struct Inputs<'a> {
     pub quiet: Option<&'a dyn Quiet>,
     /// Nodes the provider listed again after its answers had them gone.
     pub reappeared: &'a [std::sync::Arc<str>],
+    /// What the cluster answered, for nodes it was asked about, on whether
+    /// a pod running on them holds them (do-not-disrupt): why, or `None`
+    /// for no hold. A node not asked about keeps the hold it has.
+    pub pod_holds: Option<&'a BTreeMap<String, Option<String>>>,
 }
 
 /// The quiet nodes of a pool, counted and not visited: healthy, in service
@@ -120,6 +126,9 @@ pub enum Outcome {
     CreateFailed { message: String },
     /// The node could not be cordoned: it never left service.
     CordonFailed { node: String, message: String },
+    /// The node is held (do-not-disrupt, found by the cluster just before
+    /// the cordon): it was not touched.
+    Held { node: String, reason: String },
     /// Another call failed; its mark stays, so the next round takes it up.
     CallFailed {
         node: Option<String>,
@@ -336,6 +345,7 @@ pub fn begin(
         creates: 0,
         pending_create: None,
         unlisted_since: None,
+        held: BTreeMap::new(),
         zone: None,
         stall_reported: false,
         settings,
@@ -408,6 +418,7 @@ fn decide_over(prev: &RolloutState, inp: &Inputs, quiet: Option<&dyn Quiet>) -> 
         .filter(|n| n.state != NodeState::Terminating)
         .collect();
     marks::reconcile(&mut d, inp.nodes, quiet);
+    holds::update(&mut d, &live, inp);
     failures::startup(&mut d, &live, inp.now);
     if quiet.is_some() && d.state.target != prev.target {
         return None;
@@ -497,6 +508,14 @@ pub fn absorb(s: &mut RolloutState, outcomes: &[Outcome], now: Timestamp) -> Vec
                     Some(node),
                     format!("cordon failed: {message}"),
                 ));
+            }
+            Outcome::Held { node, reason } => {
+                // Never cordoned: it stays in service, and out of the roll
+                // while the hold lasts.
+                s.marks.remove(node);
+                if s.held.insert(node.clone(), reason.clone()).is_none() {
+                    notes.push(note(EventKind::NodeHeld, Some(node), reason.clone()));
+                }
             }
             Outcome::CallFailed { node, message } => {
                 notes.push(note(

@@ -40,7 +40,9 @@ pub(super) fn start(
         ));
     }
     let room = size.saturating_add(surge).saturating_sub(t.total);
-    let mut create = size.saturating_sub(t.updated_live).min(room);
+    // New nodes for every old one but the held ones (no surge is kept
+    // for a node that stays).
+    let mut create = t.want.saturating_sub(t.updated_live).min(room);
     if s.surge_narrowed {
         create = create.min(1);
     }
@@ -63,7 +65,7 @@ pub(super) fn start(
     let outdated = live
         .iter()
         .copied()
-        .filter(|n| !keeps(n) && !marked.contains(&n.id));
+        .filter(|n| !keeps(n) && !marked.contains(&n.id) && !s.held.contains_key(&*n.id));
     let mut extra: Vec<&Node> = Vec::new();
     if t.surplus > 0 {
         extra = live

@@ -27,6 +27,10 @@ pub(super) struct Tally {
     pub surplus: u32,
     /// Nodes the provider lists (not terminating), quiet ones included.
     pub listed: u32,
+    /// Old nodes held by do-not-disrupt, kept in service.
+    pub held: u32,
+    /// The new nodes the rollout converges on: the size less the held ones.
+    pub want: u32,
 }
 
 impl Tally {
@@ -46,6 +50,7 @@ impl Tally {
         let marked = Marked::of(&s.marks);
         let (mut available, mut updated_live, mut updated_available, mut outdated_unmarked) =
             (0u32, 0u32, 0u32, 0u32);
+        let mut held = 0u32;
         // New nodes available now and not reported yet, in the order observed.
         let mut fresh: Vec<&std::sync::Arc<str>> = Vec::new();
         for n in live {
@@ -53,7 +58,13 @@ impl Tally {
             let is_available = mark.is_none() && ready.is(n);
             available += u32::from(is_available);
             if !s.keeps(n) {
-                outdated_unmarked += u32::from(mark.is_none());
+                // A held node is not one the rollout may take: it stays, in
+                // place of one of the `size` new nodes.
+                if mark.is_none() && s.held.contains_key(&*n.id) {
+                    held += 1;
+                } else {
+                    outdated_unmarked += u32::from(mark.is_none());
+                }
                 continue;
             }
             // A node on the target that the rollout is taking down, or that a
@@ -94,8 +105,10 @@ impl Tally {
             }),
             quarantined: count(|m| matches!(m, Mark::Quarantined)),
             outdated_unmarked,
-            surplus: updated_live.saturating_sub(s.settings.size),
+            surplus: updated_live.saturating_sub(s.settings.size.saturating_sub(held)),
             listed,
+            held,
+            want: s.settings.size.saturating_sub(held),
         };
         let canary = s.settings.canary;
         for id in fresh {
