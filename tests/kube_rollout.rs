@@ -659,3 +659,64 @@ fn a_pod_annotated_do_not_disrupt_holds_its_node_until_the_annotation_goes() {
     assert!(!registered_nodes(&rt, &w.cp).contains(&node));
     assert!(fewest >= 3, "the PDB held: {fewest}");
 }
+
+/// The PDB pre-flight: with a budget that allows nothing, `plan` names it
+/// (and the nodes whose drain it blocks, and what `onTimeout` does then)
+/// before anything is cordoned, as text and in the JSON plan; with
+/// `drain.preflight: refuse`, apply does not start the roll: nothing is
+/// cordoned.
+#[test]
+fn the_pdb_preflight_names_the_budget_and_refuse_cordons_nothing() {
+    let drain = "{timeout: 10m, preflight: refuse}";
+    let w = World::new(drain);
+    let app = w.prepare(drain, REPLICAS);
+    let plan = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .args(["plan", "config"])
+            .args(args)
+            .current_dir(w.dir.path())
+            .env("POOLWRIGHT_STATE_DIR", w.dir.path().join("state"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (out, err) = plan(&[]);
+    let text = out + &err;
+    assert!(
+        text.contains(
+            "PDB default/web allows 0 disruptions (4 healthy, minAvailable 4): draining nodes "
+        ) && text.contains("will block; drain.onTimeout fail → Degraded after 10m"),
+        "{text}"
+    );
+    assert!(text.contains("refused by drain.preflight"), "{text}");
+    let (out, err) = plan(&["-o", "json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let pool = json["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "web")
+        .unwrap_or_else(|| panic!("{json:#}"))
+        .clone();
+    let blocking = &pool["preflight"]["blocking"];
+    assert_eq!(blocking[0]["pdb"], "default/web", "{pool:#}");
+    assert_eq!(blocking[0]["allowed"], 0);
+    assert_eq!(
+        blocking[0]["nodes"].as_array().map(Vec::len),
+        Some(4),
+        "{pool:#}"
+    );
+    // Refused: nothing is cordoned, no drain starts.
+    let (ok, text) = w.apply();
+    let (_, rt) = app.finish();
+    assert!(
+        text.contains("refused by drain.preflight"),
+        "ok {ok}: {text}"
+    );
+    assert_eq!(w.count("drain_started"), 0, "{text}");
+    assert_eq!(cordoned(&rt, &w.cp), 0);
+}

@@ -161,6 +161,7 @@ mod tests {
             notes: vec![],
             waiting: None,
             fleet: None,
+            preflight: None,
         }
     }
 

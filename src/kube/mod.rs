@@ -5,6 +5,7 @@
 //! its state in ConfigMaps are `ha`'s.)
 
 pub mod attach;
+pub mod budgets;
 pub mod drain;
 pub mod nodes;
 

@@ -299,6 +299,23 @@ impl Node {
     }
 }
 
+/// A PodDisruptionBudget that allows no disruption now, over pods running on
+/// a node: draining the node would block (the plan's pre-flight).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PdbBlock {
+    /// NAMESPACE/NAME.
+    pub pdb: String,
+    /// `status.disruptionsAllowed`.
+    pub allowed: i32,
+    /// `status.currentHealthy`.
+    pub healthy: i32,
+    /// What it asks: `minAvailable 6`, `maxUnavailable 0`.
+    pub rule: String,
+    /// The pods it covers on the node (NAMESPACE/NAME).
+    pub pods: Vec<String>,
+}
+
 /// How a drain is going, as the drainer reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DrainProgress {

@@ -214,6 +214,32 @@ pub struct PoolPlan {
     /// waits when it does (the roll is then not a step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<fleet::PoolFleet>,
+    /// The PDB pre-flight of a roll of a pool with a cluster: the budgets
+    /// that would block a drain, or why the cluster could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
+}
+
+/// What the PDB pre-flight found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "result")]
+pub enum Preflight {
+    /// Read: the budgets that allow no disruption over pods on the nodes
+    /// the roll drains (none: nothing will block now).
+    Checked { blocking: Vec<PdbFinding> },
+    /// The cluster could not be read: nothing is claimed either way.
+    Unreachable { cluster: String, error: String },
+}
+
+/// One blocking budget, the nodes whose drain it blocks, and what the pool's
+/// `drain.onTimeout` does then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PdbFinding {
+    #[serde(flatten)]
+    pub block: crate::model::PdbBlock,
+    pub nodes: Vec<String>,
+    pub consequence: String,
 }
 
 impl PoolPlan {
@@ -232,6 +258,9 @@ pub struct Summary {
     pub roll: usize,
     pub roll_nodes: u64,
     pub blocked: usize,
+    /// Pools whose roll the PDB pre-flight refuses (`drain.preflight: refuse`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: usize,
     /// Pools whose rollout waits for a human.
     #[serde(default)]
     pub waiting: usize,
@@ -273,8 +302,10 @@ impl Plan {
             }) {
                 s.change += 1;
             }
-            if p.blocked.is_some() {
-                s.blocked += 1;
+            match &p.blocked {
+                Some(b) if b.reason.starts_with("refused by drain.preflight") => s.refused += 1,
+                Some(_) => s.blocked += 1,
+                None => {}
             }
             if p.waiting.is_some() {
                 s.waiting += 1;

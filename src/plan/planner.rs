@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use super::attributes::{attributes, diff};
-use super::{Blocked, Drift, Headline, Plan, PoolPlan, RolloutPlan, Step};
+use super::{Blocked, Drift, Headline, PdbFinding, Plan, PoolPlan, Preflight, RolloutPlan, Step};
 use crate::fleet::FleetView;
 use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
 use crate::policy::{self, Gate};
 use crate::rollout::{RolloutState, Settings, Status, Strategy, change};
 use crate::spec::Config;
-use crate::spec::types::{ChangeClass, IgnoredAttribute, NodePoolDoc, Semantics};
+use crate::spec::types::{ChangeClass, IgnoredAttribute, NodePoolDoc, OnDrainTimeout, Semantics};
 
 /// What the providers reported.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,7 +29,14 @@ pub struct Observed {
     pub reimaging: BTreeSet<String>,
     /// Each FleetRollout's rules and change (from its journal).
     pub fleets: BTreeMap<String, FleetView>,
+    /// For pools with a cluster: by node, the PodDisruptionBudgets that
+    /// allow no disruption over pods on it; or why the cluster could not be
+    /// read (its name and the error).
+    pub budgets: BTreeMap<String, Result<NodeBudgets, (String, String)>>,
 }
+
+/// By provider node id, the PodDisruptionBudgets that would block its drain.
+pub type NodeBudgets = BTreeMap<String, Vec<crate::model::PdbBlock>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanOptions {
@@ -103,6 +110,7 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         notes: Vec::new(),
         waiting: None,
         fleet: None,
+        preflight: None,
     }
 }
 
@@ -472,6 +480,8 @@ fn plan_pool(
         super::fleet::govern(&mut p, view, doc, Some(obs), target);
     }
 
+    preflight(&mut p, doc, observed, obs, hash, aging.as_ref());
+
     // Disruptive steps wait for the disruption policy, for the change classes
     // it applies to; the others go ahead. An emergency override lets them
     // start, and the plan says what it overrides.
@@ -554,6 +564,96 @@ fn plan_pool(
         (None, false) => "matches the desired state".into(),
     };
     p
+}
+
+/// The PDB pre-flight of a roll of a pool with a cluster: which budgets allow
+/// no disruption now over pods on the nodes the roll will drain (the old
+/// ones not held, and those past `maxNodeAge`), and what `drain.onTimeout`
+/// then does. With `drain.preflight: refuse`, such a roll (or one whose
+/// cluster could not be read) is not started.
+fn preflight(
+    p: &mut PoolPlan,
+    doc: &NodePoolDoc,
+    observed: &Observed,
+    obs: &crate::model::ObservedPool,
+    hash: TemplateHash,
+    aging: Option<&super::lifetime::Aging>,
+) {
+    let Some(cluster) = &doc.spec.cluster_ref else {
+        return;
+    };
+    if !p.steps.iter().any(|s| matches!(s, Step::Roll { .. })) {
+        return;
+    }
+    let due: BTreeSet<&str> = aging
+        .map(|a| a.due.iter().map(|(id, _)| &**id).collect())
+        .unwrap_or_default();
+    let drained: Vec<&str> = obs
+        .live_nodes()
+        .filter(|n| {
+            (n.template != hash && crate::rollout::hold::of_node(n).is_none())
+                || due.contains(&*n.id)
+        })
+        .map(|n| &*n.id)
+        .collect();
+    let drain = &doc.spec.rollout.drain;
+    let consequence = match drain.on_timeout {
+        OnDrainTimeout::Fail => format!("drain.onTimeout fail → Degraded after {}", drain.timeout),
+        OnDrainTimeout::Force => format!(
+            "drain.onTimeout force → its pods deleted after {}",
+            drain.timeout
+        ),
+        OnDrainTimeout::Quarantine => format!(
+            "drain.onTimeout quarantine → the node quarantined after {}",
+            drain.timeout
+        ),
+    };
+    let found = match observed.budgets.get(&p.pool) {
+        None => Preflight::Unreachable {
+            cluster: cluster.value.clone(),
+            error: "the cluster was not read".into(),
+        },
+        Some(Err((c, e))) => Preflight::Unreachable {
+            cluster: c.clone(),
+            error: e.clone(),
+        },
+        Some(Ok(by_node)) => {
+            let mut blocking: Vec<PdbFinding> = Vec::new();
+            for id in &drained {
+                for b in by_node.get(*id).into_iter().flatten() {
+                    match blocking.iter_mut().find(|f| f.block.pdb == b.pdb) {
+                        Some(f) => {
+                            f.nodes.push(id.to_string());
+                            f.block.pods.extend(b.pods.iter().cloned());
+                        }
+                        None => blocking.push(PdbFinding {
+                            block: b.clone(),
+                            nodes: vec![id.to_string()],
+                            consequence: consequence.clone(),
+                        }),
+                    }
+                }
+            }
+            Preflight::Checked { blocking }
+        }
+    };
+    let refuse = drain.preflight == crate::spec::types::Preflight::Refuse;
+    let why = match &found {
+        Preflight::Checked { blocking } => blocking.first().map(super::render::describe_finding),
+        Preflight::Unreachable { cluster, error } => Some(format!(
+            "the PDB pre-flight could not read cluster {cluster}: {error}"
+        )),
+    };
+    if refuse && let Some(why) = why {
+        p.steps
+            .retain(|s| !matches!(s, Step::Roll { .. } | Step::SetTemplate { .. }));
+        p.blocked = Some(Blocked {
+            reason: format!("refused by drain.preflight: {why}"),
+            until: None,
+            timezone: None,
+        });
+    }
+    p.preflight = Some(found);
 }
 
 /// Why a pool's rollout waits for a human, if it does: paused, Degraded, or

@@ -338,6 +338,23 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         for n in &p.notes {
             let _ = writeln!(out, "    note: {n}");
         }
+        match &p.preflight {
+            Some(super::Preflight::Checked { blocking }) => {
+                for f in blocking {
+                    let _ = writeln!(out, "    {}", style.yellow(&describe_finding(f)));
+                }
+            }
+            Some(super::Preflight::Unreachable { cluster, error }) => {
+                let _ = writeln!(
+                    out,
+                    "    {}",
+                    style.yellow(&format!(
+                        "PDB pre-flight: cluster {cluster} could not be read ({error}); nothing is claimed either way"
+                    ))
+                );
+            }
+            None => {}
+        }
         if let Some(o) = &p.policy_overridden {
             let _ = writeln!(
                 out,
@@ -373,6 +390,11 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         if let Some(b) = &p.blocked {
             let until = match b.until {
                 Some(t) => format!(" until {}", format_until(t, b.timezone.as_deref())),
+                // Refused by the pre-flight: it waits for the budget, not a policy.
+                None if b.reason.starts_with("refused by drain.preflight") => {
+                    " (relax the budget or move its pods; drain.preflight: warn starts the roll anyway)"
+                        .into()
+                }
                 None => " until the policy changes".into(),
             };
             let _ = writeln!(
@@ -496,6 +518,13 @@ pub fn footer(s: &Summary) -> String {
     if s.blocked > 0 {
         let _ = write!(text, " {} pool(s) blocked by disruption policy.", s.blocked);
     }
+    if s.refused > 0 {
+        let _ = write!(
+            text,
+            " {} pool(s) refused by the PDB pre-flight (drain.preflight: refuse).",
+            s.refused
+        );
+    }
     if s.waiting > 0 {
         let _ = write!(
             text,
@@ -543,6 +572,9 @@ struct JsonPool<'a> {
     steps: &'a [super::Step],
     #[serde(skip_serializing_if = "Option::is_none")]
     fleet: &'a Option<super::fleet::PoolFleet>,
+    /// The PDB pre-flight of a roll of a pool with a cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preflight: &'a Option<super::Preflight>,
 }
 
 /// The versioned JSON form of a plan.
@@ -581,6 +613,7 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
                 error: p.headline == Headline::Error,
                 drift: &p.drift,
                 steps: &p.steps,
+                preflight: &p.preflight,
                 fleet: &p.fleet,
             }
         })
@@ -593,4 +626,20 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
         fleets: &plan.fleets,
     })
     .expect("a plan serializes")
+}
+
+/// One blocking budget as the plan says it: "PDB default/web allows 0
+/// disruptions (6 healthy, minAvailable 6): draining node X will block;
+/// drain.onTimeout fail → Degraded after 10m".
+pub fn describe_finding(f: &super::PdbFinding) -> String {
+    let nodes = match f.nodes.len() {
+        0 => String::new(),
+        1 => format!("node {}", f.nodes[0]),
+        n if n <= 3 => format!("nodes {}", f.nodes.join(", ")),
+        n => format!("nodes {} and {} more", f.nodes[..3].join(", "), n - 3),
+    };
+    format!(
+        "PDB {} allows {} disruptions ({} healthy, {}): draining {nodes} will block; {}",
+        f.block.pdb, f.block.allowed, f.block.healthy, f.block.rule, f.consequence
+    )
 }

@@ -36,6 +36,7 @@ pub async fn observe(
         observed.pools.extend(part.pools);
         observed.unreachable.extend(part.unreachable);
         observed.reimaging.extend(part.reimaging);
+        observed.budgets.extend(part.budgets);
     }
     observed
 }
@@ -106,11 +107,19 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
         let Some(p) = providers.get(provider) else {
             continue;
         };
+        let unread = |observed: &mut Observed, e: String| {
+            for n in &names {
+                observed
+                    .budgets
+                    .insert(n.clone(), Err((cluster.to_string(), e.clone())));
+            }
+        };
         let attached =
             match crate::kube::attach::connect(config, provider, cluster, p.clone()).await {
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!("{e}; pools seen without their cluster");
+                    unread(observed, e.to_string());
                     continue;
                 }
             };
@@ -120,6 +129,29 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
             .collect();
         if let Err(e) = attached.see(&mut pools).await {
             tracing::warn!("{e}; pools seen without their cluster");
+        }
+        // The PDB pre-flight, for pools a plan may roll: nodes off the
+        // files' template, or a node lifetime to keep.
+        let may_roll: Vec<_> = pools
+            .iter()
+            .filter(|p| {
+                config.pools.get(&p.name).is_some_and(|e| {
+                    let want = crate::model::PoolSpec::from_doc(&e.doc).template.hash();
+                    e.doc.spec.lifecycle.max_node_age.is_some()
+                        || p.live_nodes().any(|n| n.template != want)
+                })
+            })
+            .cloned()
+            .collect();
+        if !may_roll.is_empty() {
+            match crate::kube::budgets::blocking(attached.cluster(), &may_roll).await {
+                Ok(found) => {
+                    for (pool, by_node) in found {
+                        observed.budgets.insert(pool, Ok(by_node));
+                    }
+                }
+                Err(e) => unread(observed, e.to_string()),
+            }
         }
         for pool in pools {
             observed.pools.insert(pool.name.clone(), pool);

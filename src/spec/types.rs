@@ -732,6 +732,20 @@ pub struct Drain {
     /// turns the pool Degraded instead. Default: no limit but the surge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_blocked_nodes: Option<At<IntOrPercent>>,
+    /// What a plan does when a PodDisruptionBudget would block a drain of
+    /// the roll (pools with a `clusterRef`): `warn` (default) says so;
+    /// `refuse` does not start the roll.
+    #[serde(default)]
+    pub preflight: Preflight,
+}
+
+/// See [`Drain::preflight`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Preflight {
+    #[default]
+    Warn,
+    Refuse,
 }
 
 impl Drain {
@@ -746,6 +760,7 @@ impl Default for Drain {
             timeout: Drain::default_timeout(),
             on_timeout: OnDrainTimeout::default(),
             max_blocked_nodes: None,
+            preflight: Preflight::default(),
         }
     }
 }
