@@ -172,10 +172,10 @@ impl Drainer for KubeDrainer {
         };
         Ok(self.pods_to_move(&name).await?.iter().find_map(|pod| {
             let notes = pod.metadata.annotations.as_ref()?;
-            crate::rollout::hold::KEYS.iter().find_map(|k| {
+            crate::model::hold::KEYS.iter().find_map(|k| {
                 notes
                     .get(*k)
-                    .filter(|v| crate::rollout::hold::holds(v))
+                    .filter(|v| crate::model::hold::holds(v))
                     .map(|_| format!("pod {} carries {k}: \"true\"", name_of(pod)))
             })
         }))

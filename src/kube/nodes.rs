@@ -62,7 +62,7 @@ pub fn view(node: &KubeNode) -> NodeView {
     let mut labels = node.metadata.labels.clone().unwrap_or_default();
     // A Node annotated do-not-disrupt is held as one labelled so.
     if let Some(notes) = &node.metadata.annotations {
-        for k in crate::rollout::hold::KEYS {
+        for k in crate::model::hold::KEYS {
             if let Some(v) = notes.get(k) {
                 labels.insert(k.to_string(), v.clone());
             }

@@ -6,6 +6,7 @@
 //! HTTP plug-in boundary as JSON unchanged.
 
 pub mod events;
+pub mod hold;
 pub mod inventory;
 pub mod latency;
 

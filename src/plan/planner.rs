@@ -358,7 +358,7 @@ fn plan_pool(
     let held: Vec<(&str, String)> = obs
         .live_nodes()
         .filter(|n| n.template != hash)
-        .filter_map(|n| crate::rollout::hold::of_node(n).map(|why| (&*n.id, why)))
+        .filter_map(|n| crate::model::hold::of_node(n).map(|why| (&*n.id, why)))
         .collect();
     if !held.is_empty() {
         let named: Vec<String> = held
@@ -591,8 +591,7 @@ fn preflight(
     let drained: Vec<&str> = obs
         .live_nodes()
         .filter(|n| {
-            (n.template != hash && crate::rollout::hold::of_node(n).is_none())
-                || due.contains(&*n.id)
+            (n.template != hash && crate::model::hold::of_node(n).is_none()) || due.contains(&*n.id)
         })
         .map(|n| &*n.id)
         .collect();

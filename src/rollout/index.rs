@@ -373,7 +373,7 @@ fn class_of(n: &Node, s: &RolloutState, ready: &Ready) -> Class {
         || n.cordoned
         || s.marks.contains_key(&*n.id)
         || s.held.contains_key(&*n.id)
-        || (!n.labels.is_empty() && crate::rollout::hold::of_node(n).is_some())
+        || (!n.labels.is_empty() && crate::model::hold::of_node(n).is_some())
     {
         return Class::Listed;
     }

@@ -10,7 +10,6 @@ pub mod budget;
 pub mod change;
 pub mod control;
 pub mod decide;
-pub mod hold;
 pub mod index;
 pub mod order;
 pub mod state;

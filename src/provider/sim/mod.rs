@@ -569,6 +569,17 @@ impl Sim {
             "{}({pool}, {node})",
             if cordoned { "Cordon" } else { "Uncordon" }
         );
+        self.edit_node(call, pool, node, |n| n.cordoned = cordoned)
+    }
+
+    /// Change one node of a pool in place (cordon, label), as one mutation.
+    fn edit_node(
+        &self,
+        call: String,
+        pool: &str,
+        node: &str,
+        edit: impl FnOnce(&mut SimNode),
+    ) -> Result<()> {
         self.mutate(call, pool, |_, fleet, _, call| {
             let p = fleet.pools.get_mut(pool);
             let Some((p, i)) = p.and_then(|p| p.position(node).map(|i| (p, i))) else {
@@ -578,7 +589,7 @@ impl Sim {
                     format!("node {node:?} is not in pool {pool:?}"),
                 ));
             };
-            p.nodes[i].cordoned = cordoned;
+            edit(&mut p.nodes[i]);
             p.touch(i);
             Ok(())
         })
@@ -687,21 +698,11 @@ impl Sim {
     /// its machine would (a hold, a priority).
     pub fn set_label(&self, pool: &str, node: &str, key: &str, value: Option<&str>) -> Result<()> {
         let call = format!("Label({pool}, {node}, {key})");
-        self.mutate(call, pool, |_, fleet, _, call| {
-            let p = fleet.pools.get_mut(pool);
-            let Some((p, i)) = p.and_then(|p| p.position(node).map(|i| (p, i))) else {
-                return Err(ProviderError::new(
-                    call,
-                    ErrorKind::NotFound,
-                    format!("node {node:?} is not in pool {pool:?}"),
-                ));
-            };
+        self.edit_node(call, pool, node, |n| {
             match value {
-                Some(v) => p.nodes[i].labels.insert(key.to_string(), v.to_string()),
-                None => p.nodes[i].labels.remove(key),
+                Some(v) => n.labels.insert(key.to_string(), v.to_string()),
+                None => n.labels.remove(key),
             };
-            p.touch(i);
-            Ok(())
         })
     }
 

@@ -52,7 +52,7 @@ pub(super) fn completed(d: &mut Decision, t: &Tally) -> bool {
         (None, true) => "every node runs the desired template".to_string(),
         (None, false) => format!(
             "completed with holds: {}",
-            super::super::hold::describe(&s.held)
+            crate::model::hold::describe(&s.held)
         ),
     };
     d.note(EventKind::Completed, None, message);

@@ -7,8 +7,8 @@
 //! no surge is kept for them, and they stay available.
 
 use super::{Decision, Inputs};
+use crate::model::hold;
 use crate::model::{EventKind, Node};
-use crate::rollout::hold;
 
 pub(super) fn update(d: &mut Decision, live: &[&Node], inp: &Inputs) {
     let s = &mut d.state;

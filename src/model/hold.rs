@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::Node;
+use super::Node;
 
 /// The keys that hold a node, on the node or on a pod running on it:
 /// poolwright's own and Karpenter's, so workloads written for either are
@@ -57,11 +57,21 @@ pub fn describe(held: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::decide::fixtures::{healthy, old};
+    use crate::model::{NodeState, TemplateHash};
 
     #[test]
     fn either_key_holds_when_true_in_any_case() {
-        let mut n = healthy("a", &old());
+        let mut n = Node {
+            id: "a".into(),
+            template: TemplateHash(1),
+            state: NodeState::Healthy,
+            launched_at: jiff::Timestamp::UNIX_EPOCH,
+            healthy_since: None,
+            cordoned: false,
+            provider_id: None,
+            zone: None,
+            labels: BTreeMap::new(),
+        };
         assert_eq!(of_node(&n), None);
         n.labels
             .insert("karpenter.sh/do-not-disrupt".into(), "True".into());
