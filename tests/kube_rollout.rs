@@ -30,15 +30,22 @@ struct World {
 }
 
 impl World {
-    fn new(drain: &str) -> World {
+    /// A control plane, its Cluster document and the simulator (its spec
+    /// extended by `sim_extra`, lines indented by two spaces), no pool yet.
+    fn bare(sim_extra: &str) -> World {
         let cp = ControlPlane::start();
         let dir = tempfile::tempdir().unwrap();
         let w = World { cp, dir };
         w.write("config/cluster.yaml", &w.cp.cluster_doc("test"));
         w.write(
             "config/provider.yaml",
-            "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 10s}\n",
+            &format!("apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: sim}}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n  bootTime: {{fixed: 20s}}\n  healthDelay: {{fixed: 10s}}\n{sim_extra}"),
         );
+        w
+    }
+
+    fn new(drain: &str) -> World {
+        let w = World::bare("");
         w.pool("img-1", drain);
         w
     }
@@ -485,14 +492,7 @@ fn drain_timeout_quarantine_leaves_the_node_cordoned_and_carries_on() {
 /// next zone's first drain after the last node of the one before drained.
 #[test]
 fn order_zone_finishes_each_zone_before_the_next() {
-    let cp = ControlPlane::start();
-    let dir = tempfile::tempdir().unwrap();
-    let w = World { cp, dir };
-    w.write("config/cluster.yaml", &w.cp.cluster_doc("test"));
-    w.write(
-        "config/provider.yaml",
-        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec:\n  type: sim\n  seed: 3\n  speed: 20\n  bootTime: {fixed: 20s}\n  healthDelay: {fixed: 10s}\n  zones: [sim-a, sim-b]\n",
-    );
+    let w = World::bare("  zones: [sim-a, sim-b]\n");
     let pool = |image: &str, policy: &str| {
         w.write(
             "config/web.yaml",

@@ -22,7 +22,10 @@ pub type Blocking = BTreeMap<String, BTreeMap<String, Vec<PdbBlock>>>;
 
 /// The budgets of `cluster` that allow no disruption over pods running on
 /// the nodes of `pools`.
-pub async fn blocking(cluster: &Cluster, pools: &[ObservedPool]) -> Result<Blocking, ClusterError> {
+pub async fn blocking(
+    cluster: &Cluster,
+    pools: &[&ObservedPool],
+) -> Result<Blocking, ClusterError> {
     let mut out: Blocking = pools
         .iter()
         .map(|p| (p.name.clone(), BTreeMap::new()))

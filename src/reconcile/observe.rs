@@ -141,7 +141,6 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
                         || p.live_nodes().any(|n| n.template != want)
                 })
             })
-            .cloned()
             .collect();
         if !may_roll.is_empty() {
             match crate::kube::budgets::blocking(attached.cluster(), &may_roll).await {
