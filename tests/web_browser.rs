@@ -58,6 +58,20 @@ fn count(browser: &Browser, name: &str) -> Option<u64> {
         .and_then(|s| s.parse().ok())
 }
 
+/// The lowest availability among the counts the daemon reported for `web`.
+fn daemon_page_min_available(daemon: &Daemon) -> u64 {
+    let (code, body) = daemon.get("/v1/pools/web/page");
+    assert_eq!(code, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["counts"]["available"].as_u64())
+        .min()
+        .unwrap_or(0)
+}
+
 #[test]
 fn the_page_shows_every_pool_and_follows_a_roll_live_across_a_restart() {
     let root = tempfile::tempdir().unwrap();
@@ -141,11 +155,28 @@ fn the_page_shows_every_pool_and_follows_a_roll_live_across_a_restart() {
         Duration::from_secs(30),
         "return document.querySelectorAll('#timeline rect.ph-launching').length > 0",
     );
-    // The counts advance, pushed by the stream.
+    // The counts advance, pushed by the stream; the headline names the
+    // phase, the progress line keeps the nodes in flight apart.
     let mut seen = std::collections::BTreeSet::new();
+    let mut phases = std::collections::BTreeMap::new();
+    let mut progress = std::collections::BTreeSet::new();
     let mut shot = false;
     let started = Instant::now();
     loop {
+        let look = browser.eval(
+            "const p = document.getElementById('phase'), g = document.querySelector('#pool-progress .progress-text'); \
+             return [p && !p.hidden ? p.dataset.kind : null, p && !p.hidden ? p.innerText : null, \
+                     p ? [...p.querySelectorAll('time')].map(t => t.dataset.zone || '') : [], g ? g.innerText : null]",
+            json!([]),
+        );
+        if let (Some(kind), Some(text)) = (look[0].as_str(), look[1].as_str()) {
+            phases
+                .entry(kind.to_string())
+                .or_insert_with(|| (text.to_string(), look[2].clone()));
+        }
+        if let Some(g) = look[3].as_str() {
+            progress.insert(g.to_string());
+        }
         if let Some(u) = count(&browser, "updated") {
             seen.insert(u);
             if !shot && (3..6).contains(&u) {
@@ -176,6 +207,54 @@ fn the_page_shows_every_pool_and_follows_a_roll_live_across_a_restart() {
         "the updated count should advance through the roll, saw {seen:?}"
     );
     assert!(shot, "no moment mid-rollout was seen: {seen:?}");
+    // The canary wait and the checkpoint's bake, with its end and its zone.
+    assert!(
+        phases.contains_key("canary"),
+        "the headline never named the canary wait: {phases:?}"
+    );
+    let (bake, zones) = phases
+        .get("bake")
+        .unwrap_or_else(|| panic!("the headline never named the bake: {phases:?}"));
+    assert!(bake.contains("until"), "the bake's end: {bake}");
+    assert!(
+        zones.as_array().is_some_and(
+            |z| !z.is_empty() && z.iter().all(|z| z.as_str().is_some_and(|z| !z.is_empty()))
+        ),
+        "the bake's end carries its zone: {bake} {zones}"
+    );
+    // Progress reads done of desired, the nodes in flight apart.
+    assert!(
+        progress.iter().all(|p| p.contains("/6 done")),
+        "progress reads done/desired: {progress:?}"
+    );
+    assert!(
+        progress.iter().any(|p| p.contains("launching"))
+            && progress.iter().any(|p| p.contains("old draining")),
+        "the nodes in flight are shown apart: {progress:?}"
+    );
+    // The capacity chart draws only what was observed: no point below the
+    // lowest availability the daemon counted, nothing before the first
+    // count but the hatched "not observed".
+    let chart = browser.eval(
+        "const svg = document.querySelector('#capacity svg'); if (!svg) return null; \
+         const pts = JSON.parse(svg.dataset.points || '[]'); \
+         const path = svg.querySelector('path[data-series=available]'); \
+         const u = svg.querySelector('rect[data-unknown]'); \
+         return { min: Math.min(...pts.map(p => p[2])), start: path ? parseFloat(path.getAttribute('d').slice(1)) : null, \
+                  unknownEnd: u ? parseFloat(u.getAttribute('x')) + parseFloat(u.getAttribute('width')) : null }",
+        json!([]),
+    );
+    let observed_min = daemon_page_min_available(&daemon);
+    assert!(
+        chart["min"].as_f64() >= Some(observed_min as f64),
+        "the capacity chart draws available below what was observed ({observed_min}): {chart}"
+    );
+    if let (Some(start), Some(end)) = (chart["start"].as_f64(), chart["unknownEnd"].as_f64()) {
+        assert!(
+            (start - end).abs() < 1.0,
+            "the available line starts where observation does: {chart}"
+        );
+    }
     let bars = browser.eval(
         "return ['launching','healthy','draining','terminating'].map(p => document.querySelectorAll('#timeline rect.ph-' + p).length)",
         json!([]),

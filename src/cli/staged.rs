@@ -287,6 +287,8 @@ impl Staged<'_> {
                     name: fleet.clone(),
                     change: change.clone(),
                 }),
+                since: None,
+                phase: None,
             });
         }
     }

@@ -217,16 +217,16 @@ pub fn render(doc: &StatusDoc) -> String {
             let progress = p
                 .rollout
                 .as_ref()
-                .map(|r| {
-                    format!(
-                        "{}/{} updated, {} available",
-                        r.counts.updated.min(r.counts.desired),
-                        r.counts.desired,
-                        r.counts.available
-                    )
-                })
+                .map(|r| format!("{}, {} available", r.counts.progress(), r.counts.available))
                 .unwrap_or_else(|| "-".into());
-            let mut message = p.message.clone();
+            // What the roll waits for, and until when, leads the message.
+            let mut message = match p.rollout.as_ref().and_then(|r| r.phase.as_ref()) {
+                Some(ph) if p.state.as_str() != "in-sync" => {
+                    let until = ph.until.map(|u| format!(" until {u}")).unwrap_or_default();
+                    format!("{}{until}; {}", ph.text, p.message)
+                }
+                _ => p.message.clone(),
+            };
             if let Some(e) = &p.last_error {
                 message.push_str(&format!("; last error at {}: {}", e.at, e.message));
             }

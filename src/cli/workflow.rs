@@ -56,6 +56,8 @@ fn record_overrides(
             revision: None,
             by: None,
             fleet: None,
+            since: None,
+            phase: None,
         });
     }
     Ok(())

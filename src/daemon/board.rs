@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::ha::HaStatus;
+use crate::model::phase::Phase;
 use crate::model::{Counts, Event};
 use crate::model::{EventKind, TemplateHash};
 use crate::plan::render::Revision;
@@ -103,6 +104,10 @@ pub struct RolloutProgress {
     /// goes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub held_nodes: BTreeMap<String, String>,
+    /// What the roll is doing or waiting for, and until when, as its last
+    /// event said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -524,25 +529,22 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
-            let (last_event, last_event_at, blocked_drains, held_nodes) = p
-                .rollout
-                .take()
-                .map(|r| {
-                    (
-                        r.last_event,
-                        r.last_event_at,
-                        r.blocked_drains,
-                        r.held_nodes,
-                    )
-                })
-                .unwrap_or_else(|| ("observed".into(), now, BTreeMap::new(), BTreeMap::new()));
-            p.rollout = Some(RolloutProgress {
-                target: target.to_string(),
-                counts,
-                last_event,
-                last_event_at,
-                blocked_drains,
-                held_nodes,
+            let last = p.rollout.take();
+            p.rollout = Some(match last {
+                Some(r) => RolloutProgress {
+                    target: target.to_string(),
+                    counts,
+                    ..r
+                },
+                None => RolloutProgress {
+                    target: target.to_string(),
+                    counts,
+                    last_event: "observed".into(),
+                    last_event_at: now,
+                    blocked_drains: BTreeMap::new(),
+                    held_nodes: BTreeMap::new(),
+                    phase: None,
+                },
             });
         });
     }
@@ -574,6 +576,10 @@ impl Board {
                     last_event_at: e.ts,
                     blocked_drains: blocked,
                     held_nodes: held,
+                    phase: e
+                        .phase
+                        .clone()
+                        .or_else(|| p.rollout.as_ref().and_then(|r| r.phase.clone())),
                 });
             } else if let Some(r) = &mut p.rollout {
                 r.blocked_drains = blocked;
@@ -665,6 +671,8 @@ pub(crate) mod tests {
             revision: None,
             by: None,
             fleet: None,
+            since: None,
+            phase: None,
         }
     }
 

@@ -162,6 +162,7 @@ mod tests {
             waiting: None,
             fleet: None,
             preflight: None,
+            deferred: None,
         }
     }
 

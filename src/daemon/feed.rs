@@ -285,6 +285,8 @@ mod tests {
             revision: None,
             by: None,
             fleet: None,
+            since: None,
+            phase: None,
         }
     }
 

@@ -339,6 +339,8 @@ impl Fetcher {
             revision: None,
             by: None,
             fleet: None,
+            since: None,
+            phase: None,
         });
     }
 }

@@ -101,21 +101,58 @@ pub struct Counts {
     pub available: u32,
     pub updated: u32,
     pub outdated: u32,
+    /// Updated and available: what a roll has finished.
+    #[serde(default)]
+    pub done: u32,
+    /// Updated and not yet available (booting, or within `minReady`).
+    #[serde(default)]
+    pub launching: u32,
+    /// Outdated and on their way out (cordoned, draining, terminating).
+    #[serde(default)]
+    pub draining: u32,
+}
+
+impl Counts {
+    /// Count one live node: on the target template or not, available or
+    /// not, and (an old one) on its way out or not.
+    pub fn count(&mut self, updated: bool, available: bool, leaving: bool) {
+        self.total += 1;
+        self.available += u32::from(available);
+        if updated {
+            self.updated += 1;
+            self.done += u32::from(available);
+            self.launching += u32::from(!available);
+        } else {
+            self.outdated += 1;
+            self.draining += u32::from(leaving);
+        }
+    }
+
+    /// "4/6 done, 2 launching, 2 old draining": done of desired, and the
+    /// nodes in flight apart (those that are not zero).
+    pub fn progress(&self) -> String {
+        let mut s = format!("{}/{} done", self.done.min(self.desired), self.desired);
+        if self.launching > 0 {
+            s.push_str(&format!(", {} launching", self.launching));
+        }
+        if self.draining > 0 {
+            s.push_str(&format!(", {} old draining", self.draining));
+        }
+        s
+    }
 }
 
 impl Counts {
     pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
-        let live: Vec<_> = pool.live_nodes().collect();
-        Counts {
+        let mut c = Counts {
             desired: pool.size,
-            total: live.len() as u32,
-            available: live
-                .iter()
-                .filter(|n| n.state == NodeState::Healthy && !n.cordoned)
-                .count() as u32,
-            updated: live.iter().filter(|n| n.template == desired).count() as u32,
-            outdated: live.iter().filter(|n| n.template != desired).count() as u32,
+            ..Counts::default()
+        };
+        for n in pool.live_nodes() {
+            let serving = n.state == NodeState::Healthy && !n.cordoned;
+            c.count(n.template == desired, serving, n.cordoned);
         }
+        c
     }
 }
 
@@ -140,6 +177,15 @@ pub struct Event {
     /// events while a FleetRollout governs its roll).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetRef>,
+    /// When what it reports began, where that is before `ts`: a
+    /// `node_healthy` is reported once the node has stayed healthy for
+    /// `minReady`, and `since` is when it became healthy (what the pool's
+    /// latency history measures a boot to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<jiff::Timestamp>,
+    /// The roll's phase after this event (the executor's events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<super::phase::Phase>,
 }
 
 /// A FleetRollout and one of its changes.

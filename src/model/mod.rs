@@ -9,6 +9,7 @@ pub mod events;
 pub mod hold;
 pub mod inventory;
 pub mod latency;
+pub mod phase;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -218,6 +218,10 @@ pub struct PoolPlan {
     /// that would block a drain, or why the cluster could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
+    /// The roll the disruption policy holds until `blocked.until` (not a
+    /// step now): what a forecast of the held roll plays from the opening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<Box<Step>>,
 }
 
 /// What the PDB pre-flight found.
@@ -245,6 +249,20 @@ pub struct PdbFinding {
 impl PoolPlan {
     pub fn has_changes(&self) -> bool {
         !self.steps.is_empty()
+    }
+
+    /// The roll planned: a step now, or held by the disruption policy
+    /// until its window opens.
+    pub fn roll(&self) -> Option<(&NodeTemplate, &Settings)> {
+        self.steps
+            .iter()
+            .chain(self.deferred.as_deref())
+            .find_map(|s| match s {
+                Step::Roll {
+                    template, settings, ..
+                } => Some((template.as_ref(), settings.as_ref())),
+                _ => None,
+            })
     }
 }
 

@@ -111,6 +111,7 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         waiting: None,
         fleet: None,
         preflight: None,
+        deferred: None,
     }
 }
 
@@ -516,6 +517,12 @@ fn plan_pool(
             });
             // The template change waits with its roll: new nodes keep the
             // current template until the roll may start.
+            p.deferred = p
+                .steps
+                .iter()
+                .find(|s| matches!(s, Step::Roll { .. }))
+                .cloned()
+                .map(Box::new);
             p.steps.retain(|s| !s.is_disruptive());
         }
     }

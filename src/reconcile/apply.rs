@@ -200,6 +200,8 @@ async fn pool_steps(
                     revision: None,
                     by: None,
                     fleet: None,
+                    since: None,
+                    phase: None,
                 });
                 break;
             }
@@ -215,6 +217,8 @@ async fn pool_steps(
                     revision: None,
                     by: None,
                     fleet: None,
+                    since: None,
+                    phase: None,
                 });
             }
             Err(message) => {
@@ -230,6 +234,8 @@ async fn pool_steps(
                     revision: None,
                     by: None,
                     fleet: None,
+                    since: None,
+                    phase: None,
                 });
                 record_applied(p, provider.as_ref(), ctx)
                     .await

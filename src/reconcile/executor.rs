@@ -339,29 +339,23 @@ impl<'a> Executor<'a> {
         let (target, now) = (self.state.target, self.clock.now());
         let mut c = Counts {
             desired: self.state.settings.size,
-            total: 0,
-            available: 0,
-            updated: 0,
-            outdated: 0,
+            ..Counts::default()
         };
         for n in self
             .index
             .nodes()
             .filter(|n| n.state != NodeState::Terminating)
         {
-            c.total += 1;
-            if n.template == target {
-                c.updated += 1;
-            } else {
-                c.outdated += 1;
-            }
-            c.available += u32::from(is_available(
+            let available = is_available(
                 n,
                 target,
                 &self.state.marks,
                 self.state.settings.min_ready,
                 now,
-            ));
+            );
+            // Marked: on its way out (draining, terminating, reimaging).
+            let leaving = self.state.marks.contains_key(&*n.id);
+            c.count(n.template == target, available, leaving);
         }
         c
     }
@@ -377,6 +371,18 @@ impl<'a> Executor<'a> {
 
     /// Report an event, with the pool's counts when `counted`.
     fn emit(&self, event: EventKind, node: Option<String>, counted: bool, message: String) {
+        self.emit_since(event, node, counted, message, None);
+    }
+
+    /// As [`Self::emit`], saying when what it reports began.
+    fn emit_since(
+        &self,
+        event: EventKind,
+        node: Option<String>,
+        counted: bool,
+        message: String,
+        since: Option<jiff::Timestamp>,
+    ) {
         if self.events.is_silent() {
             return;
         }
@@ -390,6 +396,8 @@ impl<'a> Executor<'a> {
             revision: None,
             by: None,
             fleet: None,
+            since,
+            phase: counted.then(|| crate::rollout::phase::phase_of(&self.state, self.clock.now())),
         });
     }
 
@@ -617,7 +625,19 @@ impl<'a> Executor<'a> {
     }
 
     fn note(&self, note: &Note) {
-        self.emit(note.event, note.node.clone(), true, note.message.clone());
+        // A node is reported healthy once it has stayed so for minReady:
+        // the event says when it became healthy.
+        let since = match (note.event, &note.node) {
+            (EventKind::NodeHealthy, Some(id)) => self.index.get(id).and_then(|n| n.healthy_since),
+            _ => None,
+        };
+        self.emit_since(
+            note.event,
+            note.node.clone(),
+            true,
+            note.message.clone(),
+            since,
+        );
     }
 
     /// Perform one action; what became of it, when the core must know.

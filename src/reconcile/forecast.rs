@@ -8,10 +8,11 @@
 //! real apply does. Where nothing can change between two looks (the last
 //! round acted on nothing, no node becomes running, healthy or gone, no
 //! drain ends, no `minReady` or core timer expires) the clock skips to the
-//! next look at which something can,
-//! so a forecast costs in proportion to what happens, not to how long it
-//! takes; the core's own timers (bakes, backoff, timeouts) are met within
-//! [`MAX_SKIP`].
+//! next look at which something can, so a forecast costs in proportion to
+//! what happens, not to how long it takes. The core's own timers (bakes,
+//! backoff, timeouts, windows: `rollout::decide::timers`) are looks of their
+//! own, met at the first look of the poll grid at or after them, as a real
+//! apply meets them.
 
 use std::sync::Arc;
 
@@ -31,8 +32,8 @@ use crate::spec::types::{Distribution, SimProvider};
 use crate::spec::values::Duration;
 use crate::store::Journal;
 
-/// The longest the clock skips without a look (a core timer — a bake, a
-/// backoff, a timeout — is met at most this late).
+/// The longest the clock skips without a look: a safety net only (every
+/// timer of the core is a look of its own).
 pub const MAX_SKIP: SignedDuration = SignedDuration::from_secs(60);
 
 /// A forecast stops a run that has not finished after this long.
@@ -57,9 +58,65 @@ pub struct Case<'a> {
 #[derive(Clone, Debug)]
 pub struct Latencies {
     pub sim: SimProvider,
+    /// The steps drawn from the pool's history: each run draws its own
+    /// lognormal from what these samples allow (see [`Fitted::draw`]), so
+    /// a forecast resting on a few samples carries their uncertainty.
+    pub fitted: Fitted,
     /// Said in the output: `history (...)`, `simulator ...`, `defaults`.
     pub source: String,
     pub warnings: Vec<String>,
+}
+
+/// The history a forecast's steps are fitted to, per kind of step.
+#[derive(Clone, Debug, Default)]
+pub struct Fitted {
+    pub boot: Option<LogSummary>,
+    pub drain: Option<LogSummary>,
+    pub terminate: Option<LogSummary>,
+}
+
+impl Fitted {
+    /// One run's latencies: for each step fitted to history, a lognormal
+    /// whose parameters are drawn from their posterior given the samples
+    /// (the log-seconds' mean and variance, with the reference prior: the
+    /// variance scaled by a chi-squared of n-1 degrees of freedom, the mean
+    /// normal around the samples' mean with that variance over n). Few
+    /// samples give a wide spread of runs; many give the fit itself.
+    pub fn draw(&self, base: &SimProvider, seed: u64) -> SimProvider {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+        let mut one = |s: &LogSummary| -> Distribution {
+            let n = s.count.max(2) as f64;
+            let var = s.sigma().powi(2);
+            let chi: f64 = rand_distr::ChiSquared::new(n - 1.0)
+                .map_or(n - 1.0, |d| rng.sample(d))
+                .max(1e-9);
+            let sigma2 = ((n - 1.0) * var / chi).min(25.0);
+            let z: f64 = rng.sample(rand_distr::StandardNormal);
+            let mu = s.mean_ln + z * (sigma2 / n).sqrt();
+            Distribution::Lognormal {
+                median: Duration(std::time::Duration::from_secs_f64(
+                    mu.exp().clamp(0.001, 1e7),
+                )),
+                sigma: sigma2.sqrt().clamp(0.0, 5.0),
+            }
+        };
+        let mut out = base.clone();
+        if let Some(b) = &self.boot {
+            out.boot_time = one(b);
+        }
+        if let Some(d) = &self.drain {
+            out.drain_time = one(d);
+        }
+        if let Some(t) = &self.terminate {
+            out.terminate_time = one(t);
+        }
+        out
+    }
+
+    fn is_empty(&self) -> bool {
+        self.boot.is_none() && self.drain.is_none() && self.terminate.is_none()
+    }
 }
 
 fn lognormal(s: &LogSummary) -> Distribution {
@@ -123,18 +180,25 @@ impl Latencies {
             node_labels: base.node_labels.clone(),
         };
         let mut from_history = Vec::new();
+        let mut fitted = Fitted::default();
         if let Some(h) = history {
+            // A boot is observed as one span, from the create request to
+            // healthy (never to the end of minReady, which the run waits
+            // itself): it stands for boot and health delay together.
             if h.boot.count >= MIN_SAMPLES {
                 out.boot_time = lognormal(&h.boot);
                 out.health_delay = Distribution::Fixed(Duration::ZERO);
+                fitted.boot = Some(h.boot);
                 from_history.push(format!("boot n={}", h.boot.count));
             }
             if h.drain.count >= MIN_SAMPLES {
                 out.drain_time = lognormal(&h.drain);
+                fitted.drain = Some(h.drain);
                 from_history.push(format!("drain n={}", h.drain.count));
             }
             if h.terminate.count >= MIN_SAMPLES {
                 out.terminate_time = lognormal(&h.terminate);
+                fitted.terminate = Some(h.terminate);
                 from_history.push(format!("terminate n={}", h.terminate.count));
             }
         }
@@ -162,6 +226,7 @@ impl Latencies {
         };
         Latencies {
             sim: out,
+            fitted,
             source,
             warnings,
         }
@@ -188,6 +253,12 @@ pub struct RunOutcome {
     pub extra_node_seconds: f64,
     /// Held by the disruption policy until then (the first hold).
     pub held_until: Option<Timestamp>,
+    /// The window closed after the roll had begun: the rest waited until
+    /// the next opening (then).
+    pub rest_waited_until: Option<Timestamp>,
+    /// Seconds from the start to the roll's first step (a held roll's
+    /// wait for its window).
+    pub began_after: f64,
     /// Stopped at the horizon without finishing.
     pub unfinished: bool,
     pub curve: Vec<Point>,
@@ -266,10 +337,13 @@ async fn run(
         max_total: 0,
         extra_node_seconds: 0.0,
         held_until: None,
+        rest_waited_until: None,
+        began_after: 0.0,
         unfinished: false,
         curve: Vec::new(),
         looks: 0,
     };
+    let mut begun = false;
     let mut last: Option<Point> = None;
     loop {
         let before = sim.mutations();
@@ -343,12 +417,27 @@ async fn run(
         // The next look: the first at which something can have changed. A
         // round that acted changed what the next one sees: look at once.
         let acted = sim.mutations() != before;
+        // The roll has begun once the policy lets it disrupt (at once, but
+        // for a roll held until its window opens).
+        let gate = crate::policy::gate(&s.settings.disruption, now);
+        if !begun && matches!(gate, crate::policy::Gate::Open { .. }) {
+            begun = true;
+            out.began_after = t;
+        }
         let mut due = vec![now.saturating_add(MAX_SKIP).unwrap_or(now)];
         if acted {
             due.push(now);
         }
         due.extend(next_change);
         due.extend(ready_at);
+        // The core's own timers (a bake's end, a timeout, a window): met at
+        // the look they fire at, as a real apply meets them.
+        let unsettled: Box<dyn Iterator<Item = &crate::model::Node>> = match looks {
+            Looks::InFlight => Box::new(index.each_listed()),
+            #[cfg(test)]
+            Looks::EveryNode => Box::new(index.nodes()),
+        };
+        due.extend(crate::rollout::decide::timers::next(s, unsettled, now));
         for (id, mark) in &s.marks {
             if let Mark::Draining { since, .. } = mark {
                 let (d, blocked) = sim.drain_profile(id);
@@ -359,11 +448,12 @@ async fn run(
         }
         if waiting.is_some()
             && s.blocked_by_policy
-            && let crate::policy::Gate::Closed { opens, .. } =
-                crate::policy::gate(&s.settings.disruption, now)
+            && let crate::policy::Gate::Closed { opens, .. } = gate
         {
-            if out.held_until.is_none() {
-                out.held_until = opens;
+            if !begun {
+                out.held_until = out.held_until.or(opens);
+            } else if out.rest_waited_until.is_none() {
+                out.rest_waited_until = opens;
             }
             if !exec.in_flight() {
                 match opens {
@@ -449,6 +539,15 @@ pub struct Forecast {
     /// The first hold by the disruption policy (in the median run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_until: Option<Timestamp>,
+    /// A held roll: how long it takes once its window opens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolling_seconds: Option<Spread>,
+    /// Share of runs in which the window closed before the roll finished.
+    pub window_risk: f64,
+    /// In those runs, when the rest went on (the median of the next
+    /// openings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest_waits_until: Option<Timestamp>,
     /// Lowest availability and most nodes over every run.
     pub min_available: u32,
     pub max_total: u32,
@@ -510,7 +609,14 @@ pub fn forecast_within(
                             break;
                         }
                         let s = seed.wrapping_mul(1_000_003).wrapping_add(u64::from(i));
-                        mine.push((i, rt.block_on(run_once(case, &latencies.sim, s, start))?));
+                        let drawn;
+                        let sim = if latencies.fitted.is_empty() {
+                            &latencies.sim
+                        } else {
+                            drawn = latencies.fitted.draw(&latencies.sim, s);
+                            &drawn
+                        };
+                        mine.push((i, rt.block_on(run_once(case, sim, s, start))?));
                     }
                     Ok(mine)
                 })
@@ -598,6 +704,27 @@ fn summarize(
         },
         duration_seconds: durations,
         held_until: median.as_ref().and_then(|m| m.held_until),
+        rolling_seconds: outcomes.iter().any(|o| o.held_until.is_some()).then(|| {
+            Spread::of(
+                outcomes
+                    .iter()
+                    .map(|o| (o.seconds - o.began_after).max(0.0))
+                    .collect(),
+            )
+        }),
+        window_risk: outcomes
+            .iter()
+            .filter(|o| o.rest_waited_until.is_some())
+            .count() as f64
+            / n,
+        rest_waits_until: {
+            let mut v: Vec<Timestamp> = outcomes
+                .iter()
+                .filter_map(|o| o.rest_waited_until)
+                .collect();
+            v.sort();
+            v.get(v.len() / 2).copied()
+        },
         min_available: outcomes.iter().map(|o| o.min_available).min().unwrap_or(0),
         max_total: outcomes.iter().map(|o| o.max_total).max().unwrap_or(0),
         extra_node_hours: Spread::of(

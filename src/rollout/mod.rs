@@ -12,6 +12,7 @@ pub mod control;
 pub mod decide;
 pub mod index;
 pub mod order;
+pub mod phase;
 pub mod state;
 
 pub use budget::{Budget, Strategy};

@@ -115,7 +115,10 @@ impl LatencyRecorder {
             return;
         };
         drop(open);
-        let seconds = e.ts.duration_since(began).as_secs_f64();
+        // A boot ends when the node became healthy, not when its minReady
+        // ended: the forecast waits minReady itself.
+        let ended = e.since.filter(|s| *s >= began).unwrap_or(e.ts);
+        let seconds = ended.duration_since(began).as_secs_f64();
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
         let held = pools.entry(e.pool.clone()).or_insert_with(|| Held {
             latencies: self.store.load(&e.pool).unwrap_or_default(),
@@ -164,7 +167,26 @@ mod tests {
             revision: None,
             by: None,
             fleet: None,
+            since: None,
+            phase: None,
         }
+    }
+
+    /// The measured case: rolls with minReady 10s were forecast 1m13s
+    /// from history for 42 s of real roll, since a boot was measured to
+    /// the end of minReady and the forecast waited minReady again.
+    #[test]
+    fn a_boot_ends_when_the_node_became_healthy_not_when_min_ready_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = LatencyRecorder::new(LatencyStore::new(dir.path()));
+        r.record(&event(EventKind::NodeCreateRequested, "web-1", 0));
+        let mut healthy = event(EventKind::NodeHealthy, "web-1", 40);
+        healthy.since = Some(Timestamp::from_second(1_800_000_000 + 30).unwrap());
+        r.record(&healthy);
+        r.flush();
+        let l = LatencyStore::new(dir.path()).load("web").unwrap();
+        assert_eq!(l.boot.count, 1);
+        assert!((l.boot.median_seconds() - 30.0).abs() < 1e-9);
     }
 
     #[test]

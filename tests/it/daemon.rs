@@ -359,7 +359,7 @@ fn the_daemon_holds_the_state_lock_and_takes_pause_and_resume() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("web   in-sync  4/4 updated, 4 available"),
+        text.contains("web   in-sync  4/4 done, 4 available"),
         "{text}"
     );
 

@@ -15,6 +15,7 @@ mod daemon_fleet;
 mod disruption_override;
 mod fleet_rollouts;
 mod forecast;
+mod forecast_honesty;
 mod git_remote;
 mod hardening;
 mod invalid_corpus;

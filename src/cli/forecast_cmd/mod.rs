@@ -12,7 +12,7 @@ use jiff::Timestamp;
 
 use super::snapshot::{Planned, Snapshot, load_and_plan};
 use super::{Common, Output, exit};
-use crate::plan::{self, Step};
+use crate::plan;
 use crate::reconcile::forecast::{self, Case, Forecast, Latencies};
 use crate::rollout::{Budget, Settings};
 use crate::spec::Config;
@@ -158,12 +158,9 @@ fn rolled_pools(
         if !only.is_empty() && !only.contains(&p.pool) {
             continue;
         }
-        let Some((template, settings)) = p.steps.iter().find_map(|s| match s {
-            Step::Roll {
-                template, settings, ..
-            } => Some((template.as_ref().clone(), settings.as_ref().clone())),
-            _ => None,
-        }) else {
+        // The roll due now, or the one the disruption policy holds until
+        // its window opens (forecast from the opening).
+        let Some((template, settings)) = p.roll().map(|(t, s)| (t.clone(), s.clone())) else {
             continue;
         };
         let Some(observed) = snap.observed.pools.get(&p.pool) else {
@@ -267,10 +264,14 @@ fn human(secs: f64) -> String {
 }
 
 fn local(t: Timestamp, tz: Option<&str>) -> String {
+    local_as(t, tz, "%a %-d %b %H:%M %Z")
+}
+
+fn local_as(t: Timestamp, tz: Option<&str>, format: &str) -> String {
     let zone = tz
         .and_then(|z| jiff::tz::TimeZone::get(z).ok())
         .unwrap_or(jiff::tz::TimeZone::UTC);
-    t.to_zoned(zone).strftime("%a %-d %b %H:%M %Z").to_string()
+    t.to_zoned(zone).strftime(format).to_string()
 }
 
 fn render(f: &Forecast, tz: Option<&str>, out: &mut String) {
@@ -280,23 +281,60 @@ fn render(f: &Forecast, tz: Option<&str>, out: &mut String) {
         f.pool, f.surge, f.unavailable, f.floor, f.max_total_bound
     );
     let d = &f.duration_seconds;
+    // A short roll's finish times differ by seconds.
+    let finish = |t| {
+        if d.p90 < 600.0 {
+            local_as(t, tz, "%a %-d %b %H:%M:%S %Z")
+        } else {
+            local(t, tz)
+        }
+    };
     let _ = writeln!(
         out,
-        "  duration      p50 {}, p90 {} (p10 {})",
+        "  duration      p50 {}, p90 {} (p10 {}){}",
         human(d.p50),
         human(d.p90),
-        human(d.p10)
+        human(d.p10),
+        if f.held_until.is_some() {
+            ", from now"
+        } else {
+            ""
+        }
     );
-    let held = f
-        .held_until
-        .map(|h| format!(" (held until {} by the disruption policy)", local(h, tz)))
-        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  finishes      p50 {}, p90 {}{held}",
-        local(f.finish.p50, tz),
-        local(f.finish.p90, tz)
+        "  finishes      p50 {}, p90 {}",
+        finish(f.finish.p50),
+        finish(f.finish.p90)
     );
+    if let Some(h) = f.held_until {
+        let rolling = f
+            .rolling_seconds
+            .map(|r| {
+                format!(
+                    "; from then it takes p50 {}, p90 {}",
+                    human(r.p50),
+                    human(r.p90)
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  held          until {} by the disruption policy{rolling}",
+            local(h, tz)
+        );
+    }
+    if f.window_risk > 0.0 {
+        let rest = f
+            .rest_waits_until
+            .map(|t| format!(" and the rest waits until {}", local(t, tz)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  window        {:.0}% chance the window closes first{rest}",
+            f.window_risk * 100.0
+        );
+    }
     let ok = |good: bool| if good { "" } else { "  OUTSIDE THE BOUNDS" };
     let _ = writeln!(
         out,

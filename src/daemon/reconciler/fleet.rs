@@ -250,6 +250,8 @@ impl Reconciler {
                     name: fleet,
                     change,
                 }),
+                since: None,
+                phase: None,
             });
         }
         for pool in &s.stop {

@@ -559,6 +559,8 @@ impl Reconciler {
                 revision: None,
                 by: None,
                 fleet: None,
+                since: None,
+                phase: None,
             });
         }
         let blocked_seconds =

@@ -103,6 +103,8 @@ impl Blocks {
                     revision: None,
                     by: None,
                     fleet: None,
+                    since: None,
+                    phase: None,
                 });
             }
         } else if blocked_now {

@@ -43,6 +43,8 @@ impl Reconciler {
                     revision: None,
                     by: None,
                     fleet: None,
+                    since: None,
+                    phase: None,
                 });
                 self.board.update(|d| {
                     if let Some(g) = &mut d.git {

@@ -353,6 +353,8 @@ impl Reconciler {
                 revision: None,
                 by: None,
                 fleet: None,
+                since: None,
+                phase: None,
             });
         }
         result.map_err(|e| e.to_string())

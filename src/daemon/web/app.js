@@ -15,6 +15,7 @@
     for (const [k, v] of Object.entries(attrs)) {
       if (v == null || v === false) continue;
       if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else if (k === "style") e.style.cssText = String(v); // the CSP refuses style attributes, not the CSSOM
       else e.setAttribute(k, v === true ? "" : String(v));
     }
   }
@@ -31,28 +32,89 @@
   const badge = (state) => h("span", { class: "badge st-" + (STATES.includes(state) ? state : "other") }, state || "unknown");
 
   // ---- time formatting ---------------------------------------------------
-  const ms = (t) => (t ? Date.parse(t) : NaN);
+  // Every time is shown in one zone, UTC or the browser's, as chosen in the
+  // header (#tz-choice, kept in localStorage), as a <time> whose text ends
+  // with the zone's name ("21:00:05 UTC", "Thu 3 Dec, 22:00 CET"); the
+  // instant is in its datetime and title. A disruption window's own zone
+  // is shown beside it, labelled, where it differs.
+  const TZ_KEY = "poolwright.tz";
+  function readTzChoice() {
+    try { return localStorage.getItem(TZ_KEY) === "local" ? "local" : "utc"; } catch (_) { return "utc"; }
+  }
+  let tzChoice = readTzChoice();
+  const viewTz = () => (tzChoice === "local" ? undefined : "UTC"); // undefined: the browser's zone
+  const ms = (t) => (typeof t === "number" ? t : t ? Date.parse(t) : NaN);
   const fmtCache = new Map();
   function tzOk(tz) {
     if (!tz) return undefined;
     try { new Intl.DateTimeFormat("en", { timeZone: tz }); return tz; } catch (_) { return "UTC"; }
   }
-  function dtf(tz, key, opts) {
-    const k = (tz || "") + "|" + key;
+  function dtf(tz, key, opts, loc) {
+    loc = loc || "en-GB";
+    const k = (tz || "") + "|" + loc + "|" + key;
     let f = fmtCache.get(k);
     if (!f) {
-      try { f = new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: tz || undefined }); }
-      catch (_) { f = new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: "UTC" }); }
+      try { f = new Intl.DateTimeFormat(loc, { ...opts, timeZone: tz || undefined }); }
+      catch (_) { f = new Intl.DateTimeFormat(loc, { ...opts, timeZone: "UTC" }); }
       fmtCache.set(k, f);
     }
     return f;
   }
-  const FULL = { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
-  const fmtFull = (v, tz) => (isNaN(v) ? "—" : dtf(tz, "full", FULL).format(v));
-  const fmtTs = (t, tz) => fmtFull(ms(t), tz);
   const fmtClock = (v, tz, sec) => dtf(tz, sec ? "hms" : "hm", { hour: "2-digit", minute: "2-digit", second: sec ? "2-digit" : undefined, hourCycle: "h23" }).format(v);
   const fmtDay = (v, tz) => dtf(tz, "day", { weekday: "short", day: "numeric", month: "short" }).format(v);
   const dayKey = (v, tz) => dtf(tz, "key", { year: "numeric", month: "2-digit", day: "2-digit" }).format(v);
+  // The zone's short name at that instant: "UTC", "CET", "BST", "EST", else "GMT+5:30".
+  function zoneName(v, tz) {
+    const part = (loc) => {
+      const p = dtf(tz, "zone", { timeZoneName: "short" }, loc).formatToParts(v).find((x) => x.type === "timeZoneName");
+      return p ? p.value : "";
+    };
+    const gb = part("en-GB");
+    if (!/^GMT[+-]/.test(gb)) return gb || "UTC";
+    const us = part("en-US");
+    return us && !/^GMT[+-]/.test(us) ? us : gb;
+  }
+  // The text of a time: the clock and the zone, with the day unless it is
+  // today there (o.day forces it either way), seconds with o.sec.
+  function fmtAt(v, tz, o) {
+    if (isNaN(v)) return "—";
+    const day = o && o.day != null ? o.day : dayKey(v, tz) !== dayKey(Date.now(), tz);
+    return (day ? fmtDay(v, tz) + ", " : "") + fmtClock(v, tz, o && o.sec) + " " + zoneName(v, tz);
+  }
+  // A time shown: <time datetime=ISO title=ISO data-zone=ZONE>… ZONE</time>,
+  // in the zone chosen unless o.tz says which.
+  function timeEl(t, o) {
+    o = o || {};
+    const v = ms(t);
+    if (isNaN(v)) return "—";
+    const tz = "tz" in o ? o.tz : viewTz(), iso = new Date(v).toISOString();
+    return h("time", { datetime: iso, title: o.title || (typeof t === "string" ? t : iso), "data-zone": zoneName(v, tz) }, fmtAt(v, tz, o));
+  }
+  // The same instants in a disruption window's own zone, labelled, when it
+  // shows them differently from the zone chosen.
+  function inZone(wtz, ...vs) {
+    vs = vs.map(ms);
+    if (!wtz || vs.some(isNaN) || vs.every((v) => fmtAt(v, wtz, { day: true }) === fmtAt(v, viewTz(), { day: true }))) return null;
+    return [" (window's zone " + wtz + ": ",
+      vs.map((v, i) => [i ? " – " : "", timeEl(v, { tz: wtz, day: i ? endDay(vs[0], v, wtz) : vs.length > 1 || undefined })]), ")"];
+  }
+  // A daemon's sentence with the instants in it (RFC 3339, or "… UTC")
+  // shown as times; without any, cut to n characters when n is given.
+  const STAMP = /\b\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})| \d{2}:\d{2}(?::\d{2})? UTC)(?![\w:+-])/g;
+  function richText(text, n) {
+    text = text == null ? "" : String(text);
+    const out = [];
+    let at = 0;
+    for (const m of text.matchAll(STAMP)) {
+      const v = Date.parse(m[0].includes("T") ? m[0] : m[0].replace(" ", "T").replace(" UTC", "Z"));
+      if (isNaN(v)) continue;
+      out.push(text.slice(at, m.index), timeEl(v, { title: m[0], sec: v % 60000 !== 0 }));
+      at = m.index + m[0].length;
+    }
+    if (!out.length) return n ? trunc(text, n) : text;
+    out.push(text.slice(at));
+    return out;
+  }
   function human(sec) {
     sec = Math.max(0, Math.round(sec));
     if (sec < 60) return sec + " s";
@@ -61,13 +123,31 @@
     if (hrs < 48) return hrs + " h" + (min ? " " + min + " min" : "");
     return Math.floor(sec / 86400) + " d " + Math.round((sec % 86400) / 3600) + " h";
   }
+  const pad2 = (n) => String(n).padStart(2, "0");
+  // A forecast's duration: "42s", "1m55s" under ten minutes, then "12m", "2h05m", "3d04h".
+  function dur(sec) {
+    sec = Math.max(0, Math.round(sec));
+    if (sec < 60) return sec + "s";
+    if (sec < 600) return Math.floor(sec / 60) + "m" + pad2(sec % 60) + "s";
+    const min = Math.round(sec / 60);
+    if (min < 60) return min + "m";
+    if (min < 48 * 60) return Math.floor(min / 60) + "h" + pad2(min % 60) + "m";
+    const hrs = Math.round(min / 60);
+    return Math.floor(hrs / 24) + "d" + pad2(hrs % 24) + "h";
+  }
+  // A time from a forecast's start: "+0s", "+30s", "+1m", "+1m30s", "+2h", "+1h30m", "+1d6h".
+  function rel(sec) {
+    sec = Math.max(0, Math.round(sec));
+    const parts = [[Math.floor(sec / 86400), "d"], [Math.floor((sec % 86400) / 3600), "h"], [Math.floor((sec % 3600) / 60), "m"], [sec % 60, "s"]];
+    return "+" + (parts.filter(([n]) => n).map(([n, u]) => n + u).join("") || "0s");
+  }
   function ago(t) {
     const v = ms(t);
     if (isNaN(v)) return "—";
     const d = (Date.now() - v) / 1000;
     return d >= 0 ? human(d) + " ago" : "in " + human(-d);
   }
-  const when = (t, tz) => h("time", { datetime: t, title: t }, fmtTs(t, tz), " (", ago(t), ")");
+  const when = (t) => [timeEl(t), " (", ago(t), ")"];
 
   // ---- state --------------------------------------------------------------
   const S = {
@@ -316,7 +396,7 @@
       const s = p.summary;
       const head = h("p", { class: "fhead" }, h("strong", null, mono(p.ref)), " ", mono(shortRev(p.commit)), " ", p.commit.subject || "",
         p.comparedWith ? h("span", { class: "sub" }, " — against ", mono(shortRev(p.comparedWith)), " in force") : null);
-      const refused = p.refused ? h("p", { class: "err", role: "alert" }, "Not applied: " + p.refused) : null;
+      const refused = p.refused ? h("p", { class: "err", role: "alert" }, "Not applied: ", richText(p.refused)) : null;
       const summary = s ? h("p", { class: "sub" }, s.add + " to add, " + s.change + " to change, " + s.destroy + " to destroy, " + s.roll + " to roll (" + s.rollNodes + (s.rollNodes === 1 ? " node)" : " nodes)") +
         (s.blocked ? ", " + s.blocked + " blocked" : "") + (s.held ? ", " + s.held + " held" : "") + ", planned " + ago(p.plannedAt)) : null;
       const changes = (p.changes || []).length ? h("ul", { class: "gates" }, p.changes.map((c) => h("li", null, mono(c.pool), " " + c.action + ": " + c.reason))) : null;
@@ -375,9 +455,9 @@
       const halted = status === "halted";
       const head = h("p", { class: "fhead" }, h("strong", null, f.name), " change ", mono(c.id || "—"), " ",
         h("span", { class: "tag " + (halted ? "t-bad" : status === "completed" ? "t-ok" : "") }, status));
-      const why = halted ? h("p", { class: "halt", role: "alert" }, "Halted ", c.status.at ? when(c.status.at) : null, ": " + (c.status.reason || ""))
-        : status === "paused" ? h("p", { class: "sub" }, "Paused by " + c.status.by + ": " + c.status.reason)
-        : f.waiting ? h("p", { class: "sub" }, f.waiting) : null;
+      const why = halted ? h("p", { class: "halt", role: "alert" }, "Halted ", c.status.at ? when(c.status.at) : null, ": ", richText(c.status.reason || ""))
+        : status === "paused" ? h("p", { class: "sub" }, "Paused by " + c.status.by + ": ", richText(c.status.reason))
+        : f.waiting ? h("p", { class: "sub" }, richText(f.waiting)) : null;
       const lanes = (f.stages || []).map((st, i) => h("div", { class: "lane" + (halted ? " lane-halted" : "") },
         h("div", { class: "lname" }, h("strong", null, (i + 1) + ". " + st.name), h("span", { class: "sub" },
           st.done + "/" + st.pools + " done" + (st.rolling ? ", " + st.rolling + " rolling" : "") + (st.failed ? ", " + st.failed + " failed" : "") +
@@ -425,8 +505,8 @@
       kv(dl, "in force", g.inForce ? h("span", null, mono(shortRev(g.inForce)), " ", g.inForce.subject || "") : "nothing yet");
       kv(dl, "last fetch", g.lastFetchAt ? when(g.lastFetchAt) : "never",
         g.fetched && (!g.inForce || g.fetched.commit !== g.inForce.commit) ? h("span", null, ", tip ", mono(shortRev(g.fetched))) : "");
-      if (g.error) kv(dl, "fetch failing", h("span", { class: "err" }, String(g.failures || 1), " in a row: ", g.error));
-      if (g.refused) kv(dl, "refused", h("span", { class: "err" }, mono((g.refused.commit || "").slice(0, 7)), " ", g.refused.reason || ""));
+      if (g.error) kv(dl, "fetch failing", h("span", { class: "err" }, String(g.failures || 1), " in a row: ", richText(g.error)));
+      if (g.refused) kv(dl, "refused", h("span", { class: "err" }, mono((g.refused.commit || "").slice(0, 7)), " ", richText(g.refused.reason || "")));
     }
     const ul = $("config-errors"), errs = c.errors || [];
     ul.replaceChildren(...errs.map((e) => h("li", null, String(e))));
@@ -491,17 +571,34 @@
     const subj = c && sha.length >= 4 && (c.commit || "").startsWith(sha) ? c.subject : "";
     return [mono(rev), subj ? " " : null, subj ? h("span", { class: "sub", title: subj }, trunc(subj, 50)) : null];
   }
+  // A roll's progress: "4/6 done, 2 launching, 2 old draining" (the parts
+  // that are not zero), the bar filled by done of desired. A daemon that
+  // does not count them: "updated/desired".
+  function progressText(r) {
+    const want = r.desired || 0;
+    if (typeof r.done !== "number") return r.updated + "/" + want + " updated, " + r.available + " available";
+    return [r.done + "/" + want + " done", r.launching ? r.launching + " launching" : null, r.draining ? r.draining + " old draining" : null]
+      .filter(Boolean).join(", ");
+  }
   function progress(r) {
     if (!r) return "—";
-    const want = r.desired || 0;
+    const want = r.desired || 0, hasDone = typeof r.done === "number", filled = hasDone ? r.done : r.updated || 0, text = progressText(r);
     return [
-      h("span", null, r.updated + "/" + want + " updated, " + r.available + " available"),
-      h("progress", { max: Math.max(1, want), value: Math.min(r.updated || 0, want), "aria-label": "updated " + r.updated + " of " + want }),
+      h("span", { class: "progress-text", "data-desired": want, "data-done": hasDone ? r.done : null,
+        "data-launching": hasDone ? r.launching || 0 : null, "data-draining": hasDone ? r.draining || 0 : null }, text),
+      h("progress", { max: Math.max(1, want), value: Math.min(filled, want), "aria-label": text }),
     ];
   }
+  // The phase of a roll, as the headline of a pool not in sync (none from
+  // a daemon that does not say).
+  function phaseOf(p) {
+    const ph = p && p.rollout && p.rollout.phase;
+    return ph && typeof ph === "object" && (ph.text || ph.kind) && p.state !== "in-sync" ? ph : null;
+  }
+  const phaseLine = (ph) => [richText(ph.text || ph.kind), ph.until ? [" until ", timeEl(ph.until)] : null];
   function blockedText(b) {
     if (!b) return null;
-    return [b.reason || "blocked", b.until ? [" until ", h("time", { datetime: b.until }, fmtTs(b.until, tzOk(b.timezone)))] : null];
+    return [richText(b.reason || "blocked"), b.until ? [" until ", timeEl(b.until), inZone(tzOk(b.timezone), b.until)] : null];
   }
   function patchRow(tr, p) {
     const fresh = poolRow(p);
@@ -510,14 +607,15 @@
     for (let i = 1; i < cells.length; i++) tr.cells[i].replaceWith(cells[i]);
   }
   function poolRow(p) {
-    const err = p.lastError && p.lastError.message;
+    const err = p.lastError && p.lastError.message, ph = phaseOf(p);
     return h("tr", { "data-pool": p.name, "data-state": p.state },
       h("td", { class: "name" }, h("a", { href: poolHref(p.name) }, p.name)),
-      h("td", null, badge(p.state), p.message ? h("span", { class: "sub", title: p.message }, trunc(p.message, 70)) : null),
+      h("td", null, badge(p.state), ph ? h("span", { class: "phase", "data-kind": ph.kind || "" }, phaseLine(ph)) : null,
+        p.message ? h("span", { class: "sub", title: p.message }, richText(p.message, 70)) : null),
       h("td", { class: "prog" }, progress(p.rollout)),
       h("td", null, revCell(p.revision)),
       h("td", null, p.blocked ? blockedText(p.blocked) : "—"),
-      h("td", { class: err ? "err" : "muted", title: err ? (p.lastError.at ? p.lastError.at + ": " : "") + err : null }, err ? trunc(err, 60) : "—"));
+      h("td", { class: err ? "err" : "muted", title: err ? (p.lastError.at ? p.lastError.at + ": " : "") + err : null }, err ? richText(err, 60) : "—"));
   }
 
   // ---- pool page ------------------------------------------------------------------
@@ -535,7 +633,8 @@
       h("p", { class: "back" }, h("a", { href: "#/" }, "← all pools")),
       h("section", { id: "pool-head", "aria-labelledby": "h-pool" },
         h("h1", { id: "h-pool" }, h("span", { class: "mono" }, name), " ", h("span", { id: "pool-badge" })),
-        h("p", { id: "pool-msg" }), h("dl", { id: "counts", class: "counts" }), h("div", { id: "pool-alerts" }), h("div", { id: "control" })),
+        h("p", { id: "phase", hidden: true }), h("p", { id: "pool-msg" }), h("div", { id: "pool-progress", class: "prog" }),
+        h("dl", { id: "counts", class: "counts" }), h("div", { id: "pool-alerts" }), h("div", { id: "control" })),
       section("timeline", "Nodes"), section("capacity", "Capacity"), section("windows", "Disruption windows"),
       section("plan", "Plan"), section("forecast", "Forecast"), section("events", "Recent events"));
     connect("/v1/events/stream?pool=" + encodeURIComponent(name));
@@ -571,7 +670,6 @@
       else showMsg("Could not load pool " + name + ": " + e.message);
     }
   }
-  const poolTz = (doc) => tzOk((doc.windows && doc.windows.timezone) || (doc.pool && doc.pool.blocked && doc.pool.blocked.timezone) || (doc.forecast && doc.forecast.timezone));
   function lastCounts(doc) {
     for (let i = doc.events.length - 1; i >= 0; i--) if (doc.events[i].counts) return doc.events[i].counts;
     return null;
@@ -579,36 +677,45 @@
   function renderPoolHead() {
     const doc = S.doc, p = doc.pool || {};
     fill($("pool-badge"), badge(p.state));
-    fill($("pool-msg"), p.message || "", p.revision ? h("span", { class: "rev" }, " · ", revCell(p.revision)) : null,
+    // The phase of the roll is the headline when the daemon says it; the
+    // message follows as a second line.
+    const ph = phaseOf(p), pe = $("phase");
+    pe.hidden = !ph;
+    if (ph) { pe.setAttribute("data-kind", ph.kind || ""); fill(pe, phaseLine(ph)); } else { pe.removeAttribute("data-kind"); fill(pe); }
+    $("pool-msg").classList.toggle("secondary", !!ph);
+    fill($("pool-msg"), richText(p.message || ""), p.revision ? h("span", { class: "rev" }, " · ", revCell(p.revision)) : null,
       p.provider ? h("span", { class: "muted" }, " · provider ", p.provider) : null);
+    fill($("pool-progress"), p.rollout ? progress(p.rollout) : null);
     const c = p.rollout || lastCounts(doc) || {};
     const dl = $("counts");
     dl.replaceChildren();
-    for (const k of ["desired", "total", "available", "updated", "outdated"]) {
+    const keys = ["desired", "total", "available", "updated", "outdated"];
+    if (typeof c.done === "number") keys.push("done", "launching", "draining");
+    for (const k of keys) {
       dl.append(h("div", null, h("dt", null, k), h("dd", { "data-count": k }, c[k] == null ? "—" : String(c[k]))));
     }
     const al = $("pool-alerts");
     al.replaceChildren();
-    if (p.pending && p.pending.length) al.append(h("p", null, "pending: ", p.pending.join("; ")));
+    if (p.pending && p.pending.length) al.append(h("p", null, "pending: ", p.pending.map((x, i) => [i ? "; " : "", richText(x)])));
     if (p.blocked) {
       const b = p.blocked;
       al.append(h("p", { class: "alert warn" }, h("strong", null, "Blocked: "), blockedText(b),
-        b.since ? " · since " + fmtTs(b.since, tzOk(b.timezone)) : "", p.blockedSeconds ? " (" + human(p.blockedSeconds) + ")" : ""));
+        b.since ? [" · since ", timeEl(b.since)] : "", p.blockedSeconds ? " (" + human(p.blockedSeconds) + ")" : ""));
     }
     // Who refuses a drain now (the pods and their PodDisruptionBudgets), by node.
     const drains = (p.rollout && p.rollout.blockedDrains) || {};
     for (const node of Object.keys(drains)) {
       al.append(h("p", { class: "alert warn", "data-blocked-drain": node }, h("strong", null, "Drain blocked: "),
-        h("span", { class: "mono" }, node), ": ", String(drains[node])));
+        h("span", { class: "mono" }, node), ": ", richText(String(drains[node]))));
     }
     // Old nodes do-not-disrupt holds (kept in service, out of the roll).
     const held = (p.rollout && p.rollout.heldNodes) || {};
     for (const node of Object.keys(held)) {
       al.append(h("p", { class: "alert warn", "data-held-node": node }, h("strong", null, "Held (do-not-disrupt): "),
-        h("span", { class: "mono" }, node), ": ", String(held[node])));
+        h("span", { class: "mono" }, node), ": ", richText(String(held[node]))));
     }
-    if (p.lastError) al.append(h("p", { class: "alert bad" }, h("strong", null, "Last error"), p.lastError.at ? " (" + fmtTs(p.lastError.at) + ")" : "", ": ",
-      h("span", { class: "mono" }, p.lastError.message || "")));
+    if (p.lastError) al.append(h("p", { class: "alert bad" }, h("strong", null, "Last error"), p.lastError.at ? [" (", timeEl(p.lastError.at), ")"] : "", ": ",
+      h("span", { class: "mono" }, richText(p.lastError.message || ""))));
   }
   function renderControl() {
     const box = $("control"), name = S.route.name;
@@ -645,14 +752,22 @@
     return steps[steps.length - 1] * Math.ceil(span / target / steps[steps.length - 1]);
   }
   const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400].map((x) => x * 1000);
+  // Ticks fall on round times of the zone shown (UTC, or the browser's zone).
+  const zoneOffset = (v, tz) => (tz ? 0 : -new Date(v).getTimezoneOffset() * 60000);
+  // A time axis: clock ticks (a new day's first tick names the day), and
+  // the zone they are in left of the plot (data-zone).
   function timeAxis(g, x, t0, t1, y, tz, w) {
     const step = niceStep(t1 - t0, Math.max(3, Math.floor(w / 90)), TIME_STEPS);
-    const first = Math.ceil(t0 / step) * step;
-    for (let t = first; t <= t1; t += step) {
-      const px = x(t);
+    const off = zoneOffset(t0, tz), left = x(t0);
+    let prevDay = dayKey(t0, tz);
+    for (let t = Math.ceil((t0 + off) / step) * step - off; t <= t1; t += step) {
+      const px = x(t), day = dayKey(t, tz), label = (day !== prevDay ? fmtDay(t, tz) + " " : "") + fmtClock(t, tz, step < 60000);
+      prevDay = day;
       g.append(s("line", { class: "grid", x1: px, x2: px, y1: 0, y2: y }),
-        s("text", { class: "tick", x: px, y: y + 13, "text-anchor": px > x(t1) - 20 ? "end" : "middle" }, fmtClock(t, tz, step < 60000)));
+        s("text", { class: "tick", "data-xtick": t, x: px, y: y + 13, "text-anchor": px > x(t1) - 20 ? "end" : px < left + 20 ? "start" : "middle" }, label));
     }
+    const zone = zoneName(t0, tz);
+    g.append(s("text", { class: "tick tz", "data-zone": zone, x: left - 4, y: y + 13, "text-anchor": "end" }, s("title", null, "times in " + zone), zone));
   }
   function nowLine(g, px, y0, y1) {
     g.append(s("line", { class: "now", "data-now": "", x1: px, x2: px, y1: y0, y2: y1 }),
@@ -724,7 +839,7 @@
     renderWindows(now);
   }
   function renderTimeline(now) {
-    const doc = S.doc, b = body("timeline"), tz = poolTz(doc);
+    const doc = S.doc, b = body("timeline"), tz = viewTz();
     const [t0, t1] = timeDomain(doc, now);
     let nodes = nodePhases(doc.events, t0, now, doc.nodes);
     const total = nodes.length;
@@ -743,8 +858,8 @@
       g.append(s("text", { class: "label", x: labelW - 6, y: y + rowH - 6, "text-anchor": "end" }, n.id));
       for (const bar of n.bars) {
         const x0 = x(bar.start), x1 = x(bar.end);
-        const tip = n.id + " " + bar.phase + (bar.old ? " (since before the window)" : "") + ": " + fmtClock(bar.start, tz, true) + " – " +
-          (bar.open ? "now" : fmtClock(bar.end, tz, true)) + " (" + human((bar.end - bar.start) / 1000) + ")" + (bar.blocked ? "\nblocked: " + bar.blocked : "");
+        const tip = n.id + " " + bar.phase + (bar.old ? " (since before the window)" : "") + ": " + fmtAt(bar.start, tz, { sec: true }) + " – " +
+          (bar.open ? "now" : fmtAt(bar.end, tz, { sec: true })) + " (" + human((bar.end - bar.start) / 1000) + ")" + (bar.blocked ? "\nblocked: " + bar.blocked : "");
         g.append(s("rect", { class: "ph ph-" + bar.phase + (bar.blocked ? " blocked" : ""), "data-node": n.id, "data-phase": bar.phase,
           x: x0.toFixed(1), y: y + 3, width: Math.max(1.5, x1 - x0).toFixed(1), height: rowH - 6, rx: 2 }, s("title", null, tip)));
       }
@@ -760,23 +875,29 @@
     const blocked = nodes.filter((n) => n.blocks.length);
     const rows = [];
     for (const n of nodes) for (const bar of n.bars) rows.push(h("tr", null, h("th", { scope: "row" }, n.id), h("td", null, bar.phase),
-      h("td", null, bar.old ? "before window" : fmtClock(bar.start, tz, true)), h("td", null, bar.open ? "now" : fmtClock(bar.end, tz, true)), h("td", null, bar.blocked || "")));
+      h("td", null, bar.old ? "before window" : timeEl(bar.start, { sec: true })), h("td", null, bar.open ? "now" : timeEl(bar.end, { sec: true })),
+      h("td", null, bar.blocked ? richText(bar.blocked) : "")));
     fill(b, 
       total > MAX_NODES ? h("p", { class: "muted" }, "showing " + MAX_NODES + " of " + nf.format(total) + " nodes (most recently active)") : null,
       h("div", { class: "chart" }, svg),
       legend([["ph-launching", "launching"], ["ph-healthy", "healthy"], ["ph-unhealthy", "unhealthy"], ["ph-draining", "draining"], ["ph-terminating", "terminating"], ["sw-blk", "drain blocked"], ["sw-now", "now"]]),
       blocked.length ? h("div", { id: "blocked-drains" }, h("h3", null, "Blocked drains"), h("ul", null, blocked.map((n) => {
         const last = n.blocks[n.blocks.length - 1];
-        return h("li", { "data-node": n.id }, mono(n.id), ": ", last.msg, " (", fmtClock(last.t, tz, true), n.blocks.length > 1 ? ", " + n.blocks.length + " times" : "", ")");
+        return h("li", { "data-node": n.id }, mono(n.id), ": ", richText(last.msg), " (", timeEl(last.t, { sec: true }), n.blocks.length > 1 ? ", " + n.blocks.length + " times" : "", ")");
       }))) : null,
       h("details", null, h("summary", null, "Node phases as a table"), h("table", { class: "small" },
         h("thead", null, h("tr", null, ["node", "phase", "from", "to", "blocked by"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", null, rows))));
   }
 
-  // Step chart for {x, total, available} points; shared by capacity and forecast.
+  // Step chart for {x, total, available} points; shared by capacity and
+  // forecast. Only what was observed is drawn: the series start at the first
+  // point; with o.unknownFrom, the stretch from there to the first point is
+  // hatched "not observed" (never drawn as 0). The svg carries the points
+  // drawn as data-points, [[x, total, available], ...] (x in o.xUnit).
   function stepChart(o) {
-    const { pts, x0, x1, w, hgt, bounds, label } = o;
-    const left = 34, bottom = 18, top = 6;
+    const { x0, x1, w, hgt, bounds, label } = o;
+    const pts = o.pts.filter((p) => !isNaN(p.x)).sort((a, c) => a.x - c.x);
+    const left = 48, bottom = 18, top = 6;
     let ymax = 1, ymin = Infinity;
     for (const p of pts) for (const v of [p.total, p.available]) if (v != null) { ymax = Math.max(ymax, v); ymin = Math.min(ymin, v); }
     if (bounds) for (const v of [bounds.maxTotal, bounds.size, bounds.floor]) if (v != null) { ymax = Math.max(ymax, v); ymin = Math.min(ymin, v); }
@@ -785,13 +906,17 @@
     const x = (v) => left + ((v - x0) / (x1 - x0 || 1)) * (w - left - 8);
     const y = (v) => top + (1 - (v - ymin) / (ymax - ymin)) * (hgt - top - bottom);
     const svg = svgRoot(w, hgt, label), g = s("g");
-    const ystep = niceStep(ymax - ymin, 5, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]);
+    setAttrs(svg, { "data-points": JSON.stringify(pts.map((p) => [p.x, p.total ?? null, p.available ?? null])), "data-x-unit": o.xUnit || null,
+      "data-observed-from": pts.length ? pts[0].x : null });
+    const ystep = niceStep(ymax - ymin, Math.max(2, Math.min(6, Math.floor((hgt - top - bottom) / 22))), [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]);
     for (let v = Math.ceil(ymin / ystep) * ystep; v <= ymax; v += ystep) {
       g.append(s("line", { class: "grid", x1: left, x2: w - 8, y1: y(v), y2: y(v) }),
-        s("text", { class: "tick", x: left - 4, y: y(v) + 4, "text-anchor": "end" }, String(v)));
+        s("text", { class: "tick", "data-ytick": v, x: left - 4, y: y(v) + 4, "text-anchor": "end" }, String(v)));
     }
-    g.append(s("text", { class: "tick", x: 2, y: top + 8 }, "nodes"));
+    g.append(s("line", { class: "axis", x1: left, x2: left, y1: top, y2: hgt - bottom }),
+      s("text", { class: "tick axis-label", "data-axis": "y", transform: "rotate(-90)", x: -(top + (hgt - top - bottom) / 2), y: 10, "text-anchor": "middle" }, "nodes"));
     if (o.xAxis) o.xAxis(g, x, hgt - bottom);
+    if (o.unknownFrom != null && pts.length && pts[0].x > o.unknownFrom) unknownBand(g, x(Math.max(o.unknownFrom, x0)), x(pts[0].x), top, hgt - bottom, o.unknownFrom, pts[0].x, o.unknownTip);
     if (bounds && bounds.floor != null && bounds.maxTotal != null) {
       g.append(s("rect", { class: "band", "data-band": "", x: left, width: w - 8 - left, y: y(bounds.maxTotal), height: Math.max(0, y(bounds.floor) - y(bounds.maxTotal)) },
         s("title", null, "allowed band: floor " + bounds.floor + " to max total " + bounds.maxTotal)));
@@ -812,30 +937,49 @@
     svg.append(g);
     return svg;
   }
-  const capLegend = (b) => legend([["sw-total", "total"], ["sw-available", "available"], b ? ["sw-band", "floor … max total"] : null, b ? ["sw-size", "size"] : null].filter(Boolean));
+  // Before the first observation: a hatched band, "not observed".
+  function unknownBand(g, xa, xb, y0, y1, from, to, tip) {
+    g.append(s("defs", null, s("pattern", { id: "pw-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
+      s("line", { class: "hatch", x1: 0, y1: 0, x2: 0, y2: 6 }))));
+    g.append(s("rect", { class: "unknown", "data-unknown": "", "data-from": from, "data-to": to, x: xa.toFixed(1), y: y0, width: Math.max(0, xb - xa).toFixed(1), height: y1 - y0, fill: "url(#pw-hatch)" },
+      s("title", null, tip || "not observed")));
+    if (xb - xa > 80) g.append(s("text", { class: "tick unknown-t", x: ((xa + xb) / 2).toFixed(1), y: y0 + 14, "text-anchor": "middle" }, "not observed"));
+  }
+  const capLegend = (b, unknown) => legend([["sw-total", "total"], ["sw-available", "available"], b ? ["sw-band", "floor … max total"] : null, b ? ["sw-size", "size"] : null,
+    unknown ? ["sw-unknown", "not observed"] : null].filter(Boolean));
   function renderCapacity(now) {
-    const doc = S.doc, b = body("capacity"), tz = poolTz(doc);
+    const doc = S.doc, b = body("capacity"), tz = viewTz();
     const [t0, t1] = timeDomain(doc, now);
     const pts = [];
-    for (const e of doc.events) if (e.counts) pts.push({ x: ms(e.ts), total: e.counts.total, available: e.counts.available });
+    for (const e of doc.events) { const t = ms(e.ts); if (e.counts && !isNaN(t)) pts.push({ x: t, total: e.counts.total, available: e.counts.available }); }
+    pts.sort((a, c) => a.x - c.x);
     const bd = doc.bounds;
     const bline = bd ? h("p", { class: "muted" }, "size " + bd.size + ", surge " + bd.surge + ", unavailable " + bd.unavailable + " → floor " + bd.floor + ", max total " + bd.maxTotal) : null;
     if (!pts.length) { fill(b, bline, h("p", { class: "muted" }, "no node counts in the recent events")); return; }
-    const svg = stepChart({ pts, x0: t0, x1: t1, w: width(b), hgt: 170, bounds: bd, now, end: now,
-      label: "Capacity of pool " + S.route.name + ": total and available nodes over time" + (bd ? ", against floor " + bd.floor + " and max total " + bd.maxTotal : ""),
+    const first = pts[0].x, unknown = first > t0;
+    const svg = stepChart({ pts, x0: t0, x1: t1, w: width(b), hgt: 170, bounds: bd, now, end: now, xUnit: "ms", unknownFrom: t0,
+      unknownTip: "not observed: no node counts before " + fmtAt(first, tz, { sec: true }),
+      label: "Capacity of pool " + S.route.name + ": total and available nodes over time" + (bd ? ", against floor " + bd.floor + " and max total " + bd.maxTotal : "") +
+        (unknown ? ", not observed before " + fmtAt(first, tz, { sec: true }) : ""),
       xAxis: (g, x, y) => timeAxis(g, x, t0, t1, y, tz, width(b)) });
-    fill(b, bline, h("div", { class: "chart" }, svg), capLegend(bd));
+    fill(b, bline, h("div", { class: "chart" }, svg), capLegend(bd, unknown),
+      h("p", { id: "capacity-observed", class: "muted" }, "counts observed from ", timeEl(first, { sec: true }), unknown ? "; before that, not observed (hatched)" : ""));
   }
   function policyText(wd) {
     if (wd.policy === "Allow") return "Allow: disruptions any time";
     if (wd.policy === "Block") return "Block: no disruptions" + (wd.open && wd.open.length ? "" : " in the next 7 days");
-    return (wd.policy || "unknown policy") + (wd.timezone ? ", " + wd.timezone : "");
+    return (wd.policy || "unknown policy") + (wd.timezone ? ", windows in the zone " + wd.timezone : "");
   }
-  const tzNote = (wd) => (wd.timezone && tzOk(wd.timezone) !== wd.timezone ? " (unknown time zone " + wd.timezone + ": times shown in UTC)" : "");
+  const tzNote = (wd) => (wd.timezone && tzOk(wd.timezone) !== wd.timezone ? " (unknown time zone " + wd.timezone + ": read as UTC)" : "");
+  // A stretch of time: "Thu 3 Dec, 21:00 UTC – 05:00 UTC" (the second day
+  // only when it differs), as text or as <time>s with the window's zone too.
+  const endDay = (a, c, tz) => dayKey(a, tz) !== dayKey(c, tz);
+  const rangeText = (a, c, tz) => fmtAt(a, tz, { day: true }) + " – " + fmtAt(c, tz, { day: endDay(a, c, tz) });
+  const range = (a, c, wtz) => [timeEl(a, { day: true }), " – ", timeEl(c, { day: endDay(a, c, viewTz()) }), inZone(wtz, a, c)];
   function renderWindows(now) {
     const wd = S.doc.windows, b = body("windows");
     if (!wd) { fill(b, h("p", { class: "muted" }, "no disruption policy information")); return; }
-    const tz = tzOk(wd.timezone) || "UTC";
+    const tz = viewTz(), wtz = tzOk(wd.timezone) || "UTC";
     const from = ms(wd.from) || now, to = ms(wd.to) || from + 7 * 86400000;
     const w = width(b), left = 4, right = 8, hgt = 58, barY = 16, barH = 22;
     const x = (t) => left + ((Math.min(Math.max(t, from), to) - from) / (to - from)) * (w - left - right);
@@ -845,7 +989,7 @@
     g.append(s("rect", { class: "closed", x: left, y: barY, width: w - left - right, height: barH }));
     for (const [a, c] of opens) {
       g.append(s("rect", { class: "open", "data-window": "", x: x(a).toFixed(1), y: barY, width: Math.max(1.5, x(c) - x(a)).toFixed(1), height: barH },
-        s("title", null, "open " + fmtFull(a, tz) + " – " + fmtFull(c, tz))));
+        s("title", null, "open " + rangeText(a, c, tz) + (wtz !== tz ? "\n(window's zone " + wtz + ": " + rangeText(a, c, wtz) + ")" : ""))));
     }
     let prev = dayKey(from, tz), firstPx = null;
     for (let t = Math.ceil(from / 900000) * 900000; t <= to; t += 900000) {
@@ -858,7 +1002,8 @@
       if (px < w - 60) g.append(s("text", { class: "tick", x: px + 3, y: barY + barH + 15 }, fmtDay(t, tz)));
     }
     if (firstPx === null || firstPx > left + 75) g.append(s("text", { class: "tick", x: left + 2, y: barY + barH + 15 }, fmtDay(from, tz)));
-    const nx = x(ms(wd.now) || now);
+    const nx = x(ms(wd.now) || now), zone = zoneName(from, tz);
+    g.append(s("text", { class: "tick tz", "data-zone": zone, x: w - right, y: 10, "text-anchor": "end" }, "days in " + zone));
     g.append(s("line", { class: "now", "data-now": "", x1: nx, x2: nx, y1: 2, y2: barY + barH + 4 }), s("text", { class: "tick now-t", x: nx + 3, y: 10, "text-anchor": nx > w - 40 ? "end" : "start" }, "now"));
     svg.append(g);
     const cur = opens.find(([a, c]) => a <= now && now < c);
@@ -866,56 +1011,100 @@
     fill(b, h("p", { id: "policy" }, h("strong", null, policyText(wd)), tzNote(wd)),
       h("div", { class: "chart" }, svg),
       legend([["sw-open", "open for disruptions"], ["sw-closed", "closed"], ["sw-now", "now"]]),
-      h("p", { class: "muted" }, wd.policy === "Allow" ? "" : cur ? "open now, until " + fmtFull(cur[1], tz) + ". " : "closed now. ",
-        next.length ? "Next: " + next.map(([a, c]) => fmtFull(a, tz) + " – " + fmtClock(c, tz)).join("; ") : wd.policy === "Allow" ? "" : "no further window in 7 days"));
+      h("p", { id: "windows-next", class: "muted" }, wd.policy === "Allow" ? "" : cur ? ["open now, until ", timeEl(cur[1]), inZone(wtz, cur[1]), ". "] : "closed now. ",
+        next.length ? ["Next: ", next.map(([a, c], i) => [i ? "; " : "", range(a, c, wtz)])] : wd.policy === "Allow" ? "" : "no further window in 7 days"));
+  }
+  // Forecast ticks: a round step giving 4 to 8 of them ("+0s", "+30s", "+1m", "+1m30s").
+  const REL_STEPS = [1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  function relAxis(g, x, end, y, w) {
+    const st = niceStep(end, 7, REL_STEPS);
+    for (let t = 0; t <= end + 1e-9; t += st) {
+      const px = x(t);
+      g.append(s("line", { class: "grid", x1: px, x2: px, y1: 0, y2: y }),
+        s("text", { class: "tick", "data-xtick": t, x: px, y: y + 13, "text-anchor": t === 0 ? "start" : px > w - 30 ? "end" : "middle" }, rel(t)));
+    }
   }
   function renderForecast() {
     const f = S.doc.forecast, b = body("forecast"), bd = S.doc.bounds;
     if (!f) { fill(b, h("p", { class: "muted" }, "no rollout to forecast")); return; }
     const dl = h("dl", { class: "kv" }), d = f.durationSeconds || {};
-    kv(dl, "duration", "p50 " + human(d.p50 || 0) + ", p90 " + human(d.p90 || 0) + (d.p10 != null ? " (p10 " + human(d.p10) + ")" : ""));
-    const ftz = poolTz(S.doc);
-    if (f.finish) kv(dl, "finish", "p50 " + (f.finish.p50 ? fmtTs(f.finish.p50, ftz) : "—") + ", p90 " + (f.finish.p90 ? fmtTs(f.finish.p90, ftz) : "—"));
-    if (f.heldUntil) kv(dl, "held until", fmtTs(f.heldUntil, ftz) + " (disruption policy)");
+    kv(dl, "duration", h("span", { id: "forecast-duration" }, "p50 " + dur(d.p50 || 0) + ", p90 " + dur(d.p90 || 0) + (d.p10 != null ? " (p10 " + dur(d.p10) + ")" : "")));
+    const sec = { sec: (d.p90 || 0) < 600 }; // a short roll's finish times differ by seconds
+    if (f.finish) kv(dl, "finish", "p50 ", f.finish.p50 ? timeEl(f.finish.p50, sec) : "—", ", p90 ", f.finish.p90 ? timeEl(f.finish.p90, sec) : "—");
+    if (f.heldUntil) kv(dl, "held until", timeEl(f.heldUntil), " by the disruption policy", inZone(tzOk(f.timezone), f.heldUntil));
+    if (f.heldUntil && f.rollingSeconds) kv(dl, "once it starts", "p50 " + dur(f.rollingSeconds.p50) + ", p90 " + dur(f.rollingSeconds.p90));
+    if (f.windowRisk > 0) kv(dl, "window risk", h("span", { id: "forecast-window-risk" }, Math.round(f.windowRisk * 100) + "% chance the window closes first",
+      f.restWaitsUntil ? [" and the rest waits until ", timeEl(f.restWaitsUntil)] : null));
     const flo = bd && f.minAvailable != null && f.minAvailable < bd.floor, over = bd && f.maxTotal != null && f.maxTotal > bd.maxTotal;
     kv(dl, "min available", h("span", { class: flo ? "err" : "" }, String(f.minAvailable ?? "—"), bd ? " (floor " + bd.floor + ")" : ""));
     kv(dl, "max total", h("span", { class: over ? "err" : "" }, String(f.maxTotal ?? "—"), bd ? " (bound " + bd.maxTotal + ")" : ""));
     const nh = (v) => (typeof v === "number" ? v.toFixed(2) : "—");
     if (f.extraNodeHours) kv(dl, "extra node-hours", "p50 " + nh(f.extraNodeHours.p50) + ", p90 " + nh(f.extraNodeHours.p90));
     if (f.deadlineRisk != null) kv(dl, "deadline risk", (f.deadlineRisk * 100).toFixed(1) + " %");
-    kv(dl, "model", (f.runs || "?") + " runs, seed " + (f.seed ?? "?") + ", latencies from " + (f.latencySource || "?") + (f.start ? ", start " + fmtTs(f.start, tzOk(f.timezone)) : ""));
-    const warns = f.warnings && f.warnings.length ? h("ul", { class: "warnings" }, f.warnings.map((wn) => h("li", null, wn))) : null;
+    kv(dl, "model", (f.runs || "?") + " runs, seed " + (f.seed ?? "?") + ", latencies from " + (f.latencySource || "?"), f.start ? [", start ", timeEl(f.start)] : "");
+    const warns = f.warnings && f.warnings.length ? h("ul", { class: "warnings" }, f.warnings.map((wn) => h("li", null, richText(wn)))) : null;
     const cap = (f.capacity || []).map((p) => ({ x: p.t, total: p.total, available: p.available }));
     let chart = null;
     if (cap.length) {
       const end = Math.max(cap[cap.length - 1].x, 1), w = Math.min(width(b), 700);
-      const svg = stepChart({ pts: cap, x0: 0, x1: end, w, hgt: 130, bounds: bd, label: "Forecast capacity (p50 run): total and available nodes over " + human(end),
-        xAxis: (g, x, y) => {
-          const st = niceStep(end, 6, [60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400]);
-          for (let t = 0; t <= end; t += st) g.append(s("text", { class: "tick", x: x(t), y: y + 13, "text-anchor": t === 0 ? "start" : x(t) > w - 30 ? "end" : "middle" }, "+" + human(t)));
-        } });
+      const svg = stepChart({ pts: cap, x0: 0, x1: end, w, hgt: 150, bounds: bd, xUnit: "s",
+        label: "Forecast capacity (p50 run): total and available nodes over " + dur(end) + " from the start",
+        xAxis: (g, x, y) => relAxis(g, x, end, y, w) });
+      svg.id = "forecast-chart";
       chart = h("div", { class: "chart" }, svg);
     }
     fill(b, dl, warns, chart, chart ? capLegend(bd) : null);
   }
   function renderEvents() {
-    const b = body("events"), tz = poolTz(S.doc), ev = S.doc.events;
+    const b = body("events"), ev = S.doc.events;
     if (!ev.length) { fill(b, h("p", { class: "muted" }, "no recent events")); return; }
     const rows = [];
     for (let i = ev.length - 1; i >= 0 && rows.length < 100; i--) {
       const e = ev[i], c = e.counts;
       rows.push(h("tr", { "data-seq": e.seq },
-        h("td", { class: "nowrap" }, h("time", { datetime: e.ts, title: e.ts }, isNaN(ms(e.ts)) ? "—" : fmtClock(ms(e.ts), tz, true))),
-        h("td", { class: "mono" }, e.event || ""), h("td", { class: "mono" }, e.node || ""), h("td", null, e.message || ""),
-        h("td", { class: "nowrap" }, c ? "total " + c.total + " · avail " + c.available + " · upd " + c.updated + "/" + c.desired : "")));
+        h("td", { class: "nowrap" }, timeEl(e.ts, { sec: true })),
+        h("td", { class: "mono" }, e.event || ""), h("td", { class: "mono" }, e.node || ""), h("td", null, richText(e.message || "")),
+        h("td", { class: "nowrap" }, c ? "total " + c.total + " · avail " + c.available + " · upd " + c.updated + "/" + c.desired +
+          (typeof c.done === "number" ? " · done " + c.done + "/" + c.desired : "") : "")));
     }
     fill(b, h("p", { class: "muted" }, "newest first; " + rows.length + " of " + ev.length + " events in the window"),
       h("div", { class: "tablewrap" }, h("table", { id: "event-table", class: "small" },
         h("thead", null, h("tr", null, ["time", "event", "node", "message", "counts"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", null, rows))));
   }
 
+  // ---- the zone times are shown in ----------------------------------------------------------
+  function initTzChoice() {
+    const sel = $("tz-choice");
+    if (!sel) return;
+    let local = "";
+    try { local = new Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (_) { /* unnamed */ }
+    const opt = sel.querySelector('option[value="local"]');
+    if (opt) opt.textContent = "local" + (local ? " (" + local + ")" : "");
+    sel.value = tzChoice;
+    sel.addEventListener("change", () => {
+      tzChoice = sel.value === "local" ? "local" : "utc";
+      try { localStorage.setItem(TZ_KEY, tzChoice); } catch (_) { /* not kept */ }
+      document.documentElement.setAttribute("data-tz", tzChoice);
+      rerender();
+    });
+    document.documentElement.setAttribute("data-tz", tzChoice);
+  }
+  // Everything that shows a time, drawn again (the zone changed).
+  function rerender() {
+    if (S.route.view === "overview" && S.status) {
+      renderDaemon();
+      if (!S.status.stub) { renderDaemonInfo(); renderConfig(); }
+      renderTable();
+      if (S.fleets) renderFleet();
+      if (S.previews) renderPreviews();
+    } else if (S.route.view === "pool" && S.doc) {
+      renderPoolHead(); renderCharts(); renderForecast(); renderEvents(); renderDaemon();
+    }
+  }
+
   // ---- wiring ---------------------------------------------------------------------------
   function init() {
+    initTzChoice();
     $("filter").addEventListener("input", (e) => { S.filter = e.target.value; S.page = 0; if (S.status) renderTable(); });
     $("prev").addEventListener("click", () => { S.page--; renderTable(); });
     $("next").addEventListener("click", () => { S.page++; renderTable(); });

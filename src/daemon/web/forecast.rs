@@ -13,7 +13,6 @@ use tokio::sync::Semaphore;
 
 use crate::daemon::reconciler::Latest;
 use crate::model::{ObservedPool, TemplateHash};
-use crate::plan::Step;
 use crate::reconcile::forecast::{Case, Latencies, forecast_within};
 use crate::spec::types::ProviderSpec;
 use crate::store::latency::LatencyStore;
@@ -56,12 +55,8 @@ impl PageForecasts {
         now: Timestamp,
     ) -> Option<serde_json::Value> {
         let p = latest.pool(pool)?;
-        let (template, settings) = p.steps.iter().find_map(|s| match s {
-            Step::Roll {
-                template, settings, ..
-            } => Some((template.as_ref().clone(), settings.as_ref().clone())),
-            _ => None,
-        })?;
+        // The roll due now, or the one held until its window opens.
+        let (template, settings) = p.roll().map(|(t, s)| (t.clone(), s.clone()))?;
         let (observed, _) = observed?;
         let target = template.hash();
         let updated = observed

@@ -35,6 +35,7 @@ mod marks;
 mod stall;
 mod steps;
 mod tally;
+pub mod timers;
 
 use std::collections::BTreeMap;
 
