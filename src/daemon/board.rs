@@ -377,6 +377,9 @@ impl Totals {
                 n.available += c.available;
                 n.updated += c.updated;
                 n.outdated += c.outdated;
+                n.done += c.done;
+                n.launching += c.launching;
+                n.draining += c.draining;
             }
         }
         t
@@ -531,7 +534,9 @@ impl Board {
             let p = &mut doc.pools[i];
             let last = p.rollout.take();
             p.rollout = Some(match last {
+                // A new target is a new roll: the last one's phase is not its.
                 Some(r) => RolloutProgress {
+                    phase: r.phase.filter(|_| r.target == target.to_string()),
                     target: target.to_string(),
                     counts,
                     ..r

@@ -252,11 +252,12 @@ impl PoolPlan {
     }
 
     /// The roll planned: a step now, or held by the disruption policy
-    /// until its window opens.
+    /// until its window opens (not one held with no opening in sight).
     pub fn roll(&self) -> Option<(&NodeTemplate, &Settings)> {
+        let opens = self.blocked.as_ref().is_some_and(|b| b.until.is_some());
         self.steps
             .iter()
-            .chain(self.deferred.as_deref())
+            .chain(self.deferred.as_deref().filter(|_| opens))
             .find_map(|s| match s {
                 Step::Roll {
                     template, settings, ..

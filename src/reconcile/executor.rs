@@ -353,8 +353,12 @@ impl<'a> Executor<'a> {
                 self.state.settings.min_ready,
                 now,
             );
-            // Marked: on its way out (draining, terminating, reimaging).
-            let leaving = self.state.marks.contains_key(&*n.id);
+            // On its way out: draining, terminating, reimaging (not one
+            // quarantined or going back into service).
+            let leaving = matches!(
+                self.state.marks.get(&*n.id),
+                Some(Mark::Draining { .. } | Mark::Terminating { .. } | Mark::Reimaging { .. })
+            );
             c.count(n.template == target, available, leaving);
         }
         c

@@ -417,10 +417,11 @@ async fn run(
         // The next look: the first at which something can have changed. A
         // round that acted changed what the next one sees: look at once.
         let acted = sim.mutations() != before;
-        // The roll has begun once the policy lets it disrupt (at once, but
-        // for a roll held until its window opens).
+        // The roll has begun once the policy no longer holds it (at once,
+        // but for a roll held until its window opens; an override or a
+        // change the policy does not cover is not held).
         let gate = crate::policy::gate(&s.settings.disruption, now);
-        if !begun && matches!(gate, crate::policy::Gate::Open { .. }) {
+        if !begun && !s.blocked_by_policy {
             begun = true;
             out.began_after = t;
         }

@@ -259,13 +259,20 @@ impl Reconciler {
                     self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
                 }
                 super::projection::record_nodes(&self.metrics, &name, &pool);
-                let target = config
+                let (target, min_ready) = config
                     .pools
                     .get(&name)
-                    .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
-                    .unwrap_or_else(|| pool.template.hash());
-                self.board
-                    .observed(&name, crate::model::Counts::of(&pool, target), target, now);
+                    .map(|e| {
+                        (
+                            PoolSpec::from_doc(&e.doc).template.hash(),
+                            e.doc.spec.value.rollout.health.min_ready.as_std(),
+                        )
+                    })
+                    .unwrap_or_else(|| (pool.template.hash(), std::time::Duration::ZERO));
+                // Counted by the executor's rule: a new node is done once it
+                // has served minReady.
+                let counts = crate::model::Counts::of_at(&pool, target, min_ready, Some(now));
+                self.board.observed(&name, counts, target, now);
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
             }

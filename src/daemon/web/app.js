@@ -593,7 +593,9 @@
   // a daemon that does not say).
   function phaseOf(p) {
     const ph = p && p.rollout && p.rollout.phase;
-    return ph && typeof ph === "object" && (ph.text || ph.kind) && p.state !== "in-sync" ? ph : null;
+    if (!ph || typeof ph !== "object" || !(ph.text || ph.kind) || p.state === "in-sync") return null;
+    // A bake whose end has passed is over (the next event says what follows).
+    return ph.kind === "bake" && ph.until && ms(ph.until) <= Date.now() ? null : ph;
   }
   const phaseLine = (ph) => [richText(ph.text || ph.kind), ph.until ? [" until ", timeEl(ph.until)] : null];
   function blockedText(b) {
