@@ -8,12 +8,10 @@
 use jiff::SignedDuration;
 use poolwright::clock::Clock;
 use poolwright::model::ObservedPool;
-use poolwright::plan::{self, Step};
+use poolwright::reconcile::EventSink;
 use poolwright::reconcile::forecast::{Case, Latencies, forecast};
-use poolwright::reconcile::{EventSink, observe};
-use poolwright::spec::types::ProviderSpec;
 
-use crate::support::world::{World, block_on, pool};
+use crate::support::world::{World, pool};
 
 /// (surge, unavailable) of each trial, in turn.
 const BUDGETS: [(u32, u32); 5] = [(1, 0), (2, 0), (0, 1), (2, 1), (0, 2)];
@@ -47,40 +45,8 @@ fn trial(k: u64) -> Trial {
     w.clock.advance(SignedDuration::from_mins(10));
     w.write("web.yaml", &pool("web", 8, "img-2", &rollout));
 
-    let config = w.config();
-    let providers = w.providers(&config);
-    let inventory = w.inventory();
-    let observed = block_on(observe(&config, &inventory, &providers, w.clock.as_ref()));
-    let plan = plan::plan(&config, &observed, &inventory, &w.options());
-    let (template, settings) = plan.pools[0]
-        .steps
-        .iter()
-        .find_map(|s| match s {
-            Step::Roll {
-                template, settings, ..
-            } => Some((template.clone(), settings.clone())),
-            _ => None,
-        })
-        .expect("a roll is planned");
-    let sim = match &config.providers["sim"].doc.spec.value {
-        ProviderSpec::Sim(s) => s.clone(),
-        _ => unreachable!(),
-    };
-    let observed_pool: &ObservedPool = &observed.pools["web"];
     let start = w.clock.now();
-    let f = forecast(
-        &Case {
-            pool: observed_pool,
-            target: &template,
-            settings: &settings,
-            poll: providers.get("sim").unwrap().capabilities().poll_interval,
-        },
-        &Latencies::choose(None, Some(&sim)),
-        200,
-        1000 + k,
-        start,
-    )
-    .unwrap();
+    let (f, _) = w.forecast_first_roll(None, 200, 1000 + k);
 
     // The real apply, as `poolwright apply` runs it (the same plan: nothing
     // changed since it was made).

@@ -11,14 +11,10 @@
 
 use jiff::SignedDuration;
 use poolwright::clock::Clock;
-use poolwright::model::ObservedPool;
-use poolwright::plan;
-use poolwright::reconcile::forecast::{Case, Latencies, forecast};
-use poolwright::reconcile::{EventSink, observe};
-use poolwright::spec::types::ProviderSpec;
+use poolwright::reconcile::EventSink;
 use poolwright::store::latency::{LatencyRecorder, LatencyStore};
 
-use crate::support::world::{World, block_on, pool};
+use crate::support::world::{World, pool};
 
 #[derive(Clone, Copy)]
 enum Scenario {
@@ -112,38 +108,12 @@ fn trial(sc: Scenario, k: u64) -> Trial {
     }
     w.write("web.yaml", &pool("web", SIZE, image, rollout));
 
-    let config = w.config();
-    let providers = w.providers(&config);
-    let inventory = w.inventory();
-    let observed = block_on(observe(&config, &inventory, &providers, w.clock.as_ref()));
-    let plan = plan::plan(&config, &observed, &inventory, &w.options());
-    let (template, settings) = plan.pools[0]
-        .roll()
-        .expect("a roll is planned, now or when its window opens");
-    let sim = match &config.providers["sim"].doc.spec.value {
-        ProviderSpec::Sim(s) => s.clone(),
-        _ => unreachable!(),
-    };
-    let observed_pool: &ObservedPool = &observed.pools["web"];
     let start = w.clock.now();
-    let latencies = Latencies::choose(history.load("web").as_ref(), Some(&sim));
-    let f = forecast(
-        &Case {
-            pool: observed_pool,
-            target: template,
-            settings,
-            poll: providers.get("sim").unwrap().capabilities().poll_interval,
-        },
-        &latencies,
-        200,
-        1000 + k,
-        start,
-    )
-    .unwrap();
+    let (f, opens) = w.forecast_first_roll(history.load("web").as_ref(), 200, 1000 + k);
 
     // The real apply. A held roll is started by the daemon when its window
     // opens: the apply is made then.
-    if let Some(opens) = plan.pools[0].blocked.as_ref().and_then(|b| b.until) {
+    if let Some(opens) = opens {
         w.clock.set(opens);
     }
     let outcome = w.apply();

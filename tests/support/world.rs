@@ -109,13 +109,8 @@ impl World {
         )
     }
 
-    /// Plan and apply, as `poolwright apply --auto-approve` does.
-    pub fn apply(&self) -> ApplyOutcome {
-        self.apply_with_events(&EventSink::none())
-    }
-
-    /// `apply`, reporting its events to `events`.
-    pub fn apply_with_events(&self, events: &EventSink) -> ApplyOutcome {
+    /// Everything a plan of the world now rests on, and the plan.
+    fn observe_and_plan(&self) -> (Config, Providers, Inventory, Observed, Plan) {
         let config = self.config();
         let providers = self.providers(&config);
         let inventory = self.inventory();
@@ -126,6 +121,62 @@ impl World {
             self.clock.as_ref(),
         ));
         let plan = plan::plan(&config, &observed, &inventory, &self.options());
+        (config, providers, inventory, observed, plan)
+    }
+
+    /// Plan the world now and forecast the roll of its first pool (due
+    /// now, or deferred until its window opens) with `runs` runs from
+    /// `seed`, drawing from `history` where it has enough samples, else
+    /// from the simulator's declared distributions. Also says when a
+    /// deferred roll may start.
+    #[allow(dead_code)]
+    pub fn forecast_first_roll(
+        &self,
+        history: Option<&poolwright::model::latency::PoolLatencies>,
+        runs: u32,
+        seed: u64,
+    ) -> (
+        poolwright::reconcile::forecast::Forecast,
+        Option<jiff::Timestamp>,
+    ) {
+        use poolwright::reconcile::forecast::{Case, Latencies, forecast};
+        use poolwright::spec::types::ProviderSpec;
+        let (config, providers, _, observed, plan) = self.observe_and_plan();
+        let first = &plan.pools[0];
+        let (template, settings) = first
+            .roll()
+            .expect("a roll is planned, now or when its window opens");
+        let ProviderSpec::Sim(sim) = &config.providers[&first.provider].doc.spec.value else {
+            panic!("the world's pools are on the simulator");
+        };
+        let f = forecast(
+            &Case {
+                pool: &observed.pools[&first.pool],
+                target: template,
+                settings,
+                poll: providers
+                    .get(&first.provider)
+                    .unwrap()
+                    .capabilities()
+                    .poll_interval,
+            },
+            &Latencies::choose(history, Some(sim)),
+            runs,
+            seed,
+            self.clock.now(),
+        )
+        .unwrap();
+        (f, first.blocked.as_ref().and_then(|b| b.until))
+    }
+
+    /// Plan and apply, as `poolwright apply --auto-approve` does.
+    pub fn apply(&self) -> ApplyOutcome {
+        self.apply_with_events(&EventSink::none())
+    }
+
+    /// `apply`, reporting its events to `events`.
+    pub fn apply_with_events(&self, events: &EventSink) -> ApplyOutcome {
+        let (config, providers, inventory, _, plan) = self.observe_and_plan();
         let inventory = std::sync::Mutex::new(inventory);
         let stop = poolwright::reconcile::Stop::new();
         let inventory_store = poolwright::store::InventoryStore::file(self.state_dir().inventory());
