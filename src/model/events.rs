@@ -144,32 +144,13 @@ impl Counts {
 
 impl Counts {
     pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
-        Counts::of_at(pool, desired, std::time::Duration::ZERO, None)
-    }
-
-    /// As [`Counts::of`], a new node counted done only once it has been
-    /// healthy for `min_ready` at `now` (the executor's rule; until then it
-    /// is launching). Without `now`, a healthy node is done.
-    pub fn of_at(
-        pool: &ObservedPool,
-        desired: TemplateHash,
-        min_ready: std::time::Duration,
-        now: Option<jiff::Timestamp>,
-    ) -> Counts {
         let mut c = Counts {
             desired: pool.size,
             ..Counts::default()
         };
         for n in pool.live_nodes() {
             let serving = n.state == NodeState::Healthy && !n.cordoned;
-            let settled = match (now, n.healthy_since) {
-                (Some(now), Some(h)) if n.template == desired => {
-                    now.duration_since(h).unsigned_abs() >= min_ready && now >= h
-                }
-                (Some(_), None) if n.template == desired => false,
-                _ => true,
-            };
-            c.count(n.template == desired, serving && settled, n.cordoned);
+            c.count(n.template == desired, serving, n.cordoned);
         }
         c
     }

@@ -259,34 +259,14 @@ impl Reconciler {
                     self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
                 }
                 super::projection::record_nodes(&self.metrics, &name, &pool);
-                let (target, min_ready) = config
+                let target = config
                     .pools
                     .get(&name)
-                    .map(|e| {
-                        (
-                            PoolSpec::from_doc(&e.doc).template.hash(),
-                            e.doc.spec.value.rollout.health.min_ready.as_std(),
-                        )
-                    })
-                    .unwrap_or_else(|| (pool.template.hash(), std::time::Duration::ZERO));
-                // Counted by the executor's rule: a new node is done once it
-                // has served minReady; with no worker to report it, the pool
-                // is looked at again when the first such node has.
-                let counts = crate::model::Counts::of_at(&pool, target, min_ready, Some(now));
-                if !self.workers.runs(&name)
-                    && let Some(settles) = pool
-                        .nodes
-                        .iter()
-                        .filter(|n| n.template == target)
-                        .filter_map(|n| n.healthy_since)
-                        .filter_map(|h| {
-                            let at = h.checked_add(min_ready).ok()?;
-                            (at > now).then_some(at)
-                        })
-                        .min()
-                {
-                    self.look_again_at(&name, settles);
-                }
+                    .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
+                    .unwrap_or_else(|| pool.template.hash());
+                // As observed: a healthy node in service is available (the
+                // executor's events, during a roll, also wait its minReady).
+                let counts = crate::model::Counts::of(&pool, target);
                 self.board.observed(&name, counts, target, now);
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
