@@ -41,6 +41,7 @@ fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
+        count_terminating: false,
         waves: false,
         semantics: Default::default(),
         disruption: Disruption::default(),

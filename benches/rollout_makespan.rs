@@ -81,6 +81,7 @@ fn makespan(nodes: u32, surge: u32, unavailable: u32, batch: bool) -> i64 {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
+        count_terminating: false,
         waves: batch,
         semantics: Default::default(),
         disruption: Default::default(),

@@ -41,6 +41,13 @@ pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> 
     let (files, mut diags) = read_files(&paths, limits);
     let mut report = load_sources_cached(&files, limits, cache);
     report.files = paths.len();
+    if let Some(config) = &report.config {
+        let named = check_named_files(config);
+        if named.iter().any(|d| d.is_error()) {
+            report.config = None;
+        }
+        report.diagnostics.extend(named);
+    }
     if !diags.is_empty() {
         diags.append(&mut report.diagnostics);
         diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
@@ -48,6 +55,52 @@ pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> 
         report.config = None;
     }
     report
+}
+
+/// The largest file a provider or cluster names (kubeconfig, token, CA,
+/// client certificate) that is looked at.
+const NAMED_FILE_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The files providers and clusters name (kubeconfigs, tokens, CAs, client
+/// certificates), relative to their document's directory: one that is not a
+/// regular file of bounded size is an error at its field, as the load of a
+/// desired-state file is; one that does not exist here is left to the
+/// commands that use it.
+pub fn check_named_files(config: &crate::spec::Config) -> Vec<Diagnostic> {
+    use crate::spec::located::At;
+    use crate::spec::types::ProviderSpec;
+    let mut out = Vec::new();
+    let mut check = |file: &str, field: &str, path: Option<&At<PathBuf>>| {
+        let Some(p) = path else { return };
+        let resolved = Path::new(file)
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(crate::files::expand_home(&p.value));
+        match crate::files::read_regular(&resolved, NAMED_FILE_LIMIT) {
+            Ok(_) => {}
+            // Not here: the directory may be checked on a laptop, not on
+            // the bastion; plan and apply say so when they connect.
+            Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.push(Diagnostic::error(
+                file,
+                p.pos,
+                format!("{field} {} {e}", resolved.display()),
+            )),
+        }
+    };
+    for e in config.providers.values() {
+        if let ProviderSpec::Http(h) = &e.doc.spec.value {
+            check(&e.file, "tokenFile", h.token_file.as_ref());
+            check(&e.file, "caFile", h.ca_file.as_ref());
+            check(&e.file, "clientCert", h.client_cert.as_ref());
+            check(&e.file, "clientKey", h.client_key.as_ref());
+        }
+    }
+    for e in config.clusters.values() {
+        check(&e.file, "kubeconfig", e.doc.spec.value.kubeconfig.as_ref());
+    }
+    out.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    out
 }
 
 /// The largest `.poolwrightignore` read.

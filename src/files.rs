@@ -68,6 +68,20 @@ pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// A path a user wrote, with a leading `~` read as the home directory
+/// (`$HOME`), as kubectl reads one in a kubeconfig path; any other path as
+/// it is (a relative one is then resolved by the caller).
+pub fn expand_home(path: &Path) -> std::path::PathBuf {
+    let home = || std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match path.strip_prefix("~") {
+        Ok(rest) => match home() {
+            Some(h) => Path::new(&h).join(rest),
+            None => path.to_path_buf(),
+        },
+        Err(_) => path.to_path_buf(),
+    }
+}
+
 /// How long one read of a user-named file may take.
 pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -244,6 +258,21 @@ impl AppendLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leading_tilde_is_the_home_directory() {
+        let home = std::env::var_os("HOME").expect("HOME is set for tests");
+        let home = Path::new(&home);
+        assert_eq!(
+            expand_home(Path::new("~/.kube/config")),
+            home.join(".kube/config")
+        );
+        assert_eq!(expand_home(Path::new("~")), home);
+        // Only a whole leading component: `~user` and inner tildes stay.
+        assert_eq!(expand_home(Path::new("~bob/x")), Path::new("~bob/x"));
+        assert_eq!(expand_home(Path::new("a/~/x")), Path::new("a/~/x"));
+        assert_eq!(expand_home(Path::new("/etc/kube")), Path::new("/etc/kube"));
+    }
 
     #[test]
     fn a_fifo_is_refused_without_blocking() {

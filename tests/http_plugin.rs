@@ -220,7 +220,12 @@ fn the_reference_plugin_passes_the_conformance_kit() {
     let p = Plugin::start(
         &m.url,
         dir.path(),
-        &["--token-file", token.to_str().unwrap()],
+        &[
+            "--token-file",
+            token.to_str().unwrap(),
+            "--max-instances",
+            "20",
+        ],
     );
     let template = format!(r#"{{"image":"{}","instanceType":"t3.micro"}}"#, AMIS[0]);
     let new_template = format!(r#"{{"image":"{}","instanceType":"t3.small"}}"#, AMIS[1]);
@@ -231,6 +236,8 @@ fn the_reference_plugin_passes_the_conformance_kit() {
             &new_template,
             "--timeout",
             "60s",
+            "--quota-size",
+            "50",
             "-o",
             "json",
         ])
@@ -283,10 +290,23 @@ fn the_reference_plugin_passes_the_conformance_kit() {
         "token-required",
         "delete",
         "delete-missing",
+        "describe-batch-limit",
+        "adopt",
+        "create-pool-duplicate",
+        "reimage-unsupported",
+        "quota-exceeded",
     ] {
         assert_eq!(verdict(check).as_deref(), Some("pass"), "{check}");
     }
-    assert_eq!(verdict("reimage").as_deref(), Some("skip"));
+    assert_eq!(
+        verdict("reimage"),
+        None,
+        "not offered: asked for 501 instead"
+    );
+    assert_eq!(
+        report["skipped"], 0,
+        "with a token and a quota size every check runs: {report:#}"
+    );
     // Everything the check created is gone again.
     let aws = Aws::new(&m.url);
     for pool in ["pwcheck-a", "pwcheck-b"] {
@@ -1069,5 +1089,37 @@ fn a_describe_that_contradicts_itself_is_a_located_error_not_a_silent_wait() {
                 .as_str()
                 .is_some_and(|m| m.contains("describe"))),
         "{events:#?}"
+    );
+}
+
+/// A template field the plug-in does not act on is an error in `plan`
+/// (exit 1, naming the field), not "1 to add" that `apply` then refuses; and
+/// once the pool exists, a change to such a field is refused the same way.
+#[test]
+fn plan_says_a_plugin_would_refuse_a_template_field_it_does_not_act_on() {
+    let (_m, _plugin, w) = setup(&[]);
+    let with_version = |ami: usize| {
+        format!(
+            "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: kv}}\nspec:\n  providerRef: ec2\n  size: 1\n  template:\n    image: {}\n    instanceType: t3.micro\n    kubernetesVersion: \"1.31\"\n",
+            AMIS[ami]
+        )
+    };
+    w.write("config/kv.yaml", &with_version(0));
+    let (code, text) = w.plan_exit();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("provider \"ec2\" does not act on template field(s) kubernetesVersion; it acts on: image, instanceType, plugin: apply would refuse the template"),
+        "{text}"
+    );
+    assert!(!text.contains("1 to add"), "{text}");
+    // Without the field the pool is created; adding it later is refused in plan too.
+    w.pool("kv", 1, 0, 1, 0);
+    w.apply();
+    w.write("config/kv.yaml", &with_version(1));
+    let (code, text) = w.plan_exit();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("does not act on template field(s) kubernetesVersion"),
+        "{text}"
     );
 }

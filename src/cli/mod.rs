@@ -128,7 +128,7 @@ pub enum Command {
         /// Draw capacity over time of the median run (and, with --sweep, each budget) as SVG
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
-        /// Start no new run after this long per forecast (0: no limit); fewer runs are said
+        /// Stop forecasting after this long, whatever it is doing (0: no limit); fewer runs are said
         #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
         time_limit: std::time::Duration,
     },
@@ -394,7 +394,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 set,
                 svg,
                 pools: pool,
-                time_limit: (!time_limit.is_zero()).then_some(time_limit),
+                deadline: (!time_limit.is_zero()).then(|| std::time::Instant::now() + time_limit),
             },
         ),
         Command::Apply {

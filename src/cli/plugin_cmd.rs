@@ -54,6 +54,10 @@ pub struct CheckArgs {
     /// Client certificate's key
     #[arg(long, value_name = "FILE", requires = "client_cert")]
     client_key: Option<PathBuf>,
+    /// A pool size the plug-in must refuse with 403 quota-exceeded (its quota
+    /// is not visible from outside; without this the quota check is skipped)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    quota_size: Option<u32>,
     /// Per-request timeout
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     request_timeout: Duration,
@@ -103,6 +107,7 @@ fn check_cmd(args: CheckArgs) -> anyhow::Result<u8> {
         new_template: args.new_template,
         timeout: args.timeout,
         has_token,
+        quota_size: args.quota_size,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

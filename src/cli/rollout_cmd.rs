@@ -35,7 +35,17 @@ pub(super) fn rollout(
         .enable_all()
         .build()?;
     if action == RolloutAction::Status {
-        return status(&journal, pool, &rt);
+        // Through a running daemon when there is one: its group's members
+        // may reach its socket but not read its journals.
+        if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
+            let r: Option<crate::rollout::RolloutState> =
+                rt.block_on(daemon.get_json(&format!("/v1/pools/{pool}/rollout")))?;
+            return Ok(print_status(r.as_ref(), pool));
+        }
+        let r = rt
+            .block_on(journal.load(pool))
+            .map_err(|e| unreadable(&state.root, e))?;
+        return Ok(print_status(r.as_ref(), pool));
     }
     if let Some(daemon) = rt.block_on(Client::find_control(&state.root)) {
         let verb = if action == RolloutAction::Pause {
@@ -59,7 +69,8 @@ pub(super) fn rollout(
     let _lock = StateLock::acquire(
         &state.root,
         &format!("poolwright rollout {action:?} {pool}").to_lowercase(),
-    )?;
+    )
+    .map_err(|e| unreadable(&state.root, e))?;
     let who = match reason {
         Some(reason) => format!("a human: {reason}"),
         None => "a human".to_string(),
@@ -84,10 +95,20 @@ pub(super) fn rollout(
     })
 }
 
-fn status(journal: &Journal, pool: &str, rt: &tokio::runtime::Runtime) -> anyhow::Result<u8> {
-    let Some(r) = rt.block_on(journal.load(pool))? else {
+/// What to do when no daemon answers and the state directory's files
+/// cannot be used either (a member of the control group, say).
+fn unreadable(state: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{e}\nNo daemon answers on {} and the state directory cannot be used directly: \
+         start the daemon, or run this as the daemon's user",
+        crate::daemon::listen::control_socket_path(state).display()
+    )
+}
+
+fn print_status(r: Option<&crate::rollout::RolloutState>, pool: &str) -> u8 {
+    let Some(r) = r else {
         println!("nodepool.{pool}: no rollout in progress");
-        return Ok(exit::OK);
+        return exit::OK;
     };
     let s = &r.settings;
     println!("nodepool.{pool}: {}", describe(&r.status));
@@ -109,5 +130,5 @@ fn status(journal: &Journal, pool: &str, rt: &tokio::runtime::Runtime) -> anyhow
     for (node, why) in &r.held {
         println!("  {node}: held by do-not-disrupt ({why}); left in service");
     }
-    Ok(exit::OK)
+    exit::OK
 }

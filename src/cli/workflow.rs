@@ -4,6 +4,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use super::saved::SavedPlan;
 use super::snapshot::{
     Planned, load, load_ref, load_remote_ref, options, plan_loaded, runtime, snapshot, source_of,
@@ -328,19 +330,25 @@ pub(super) fn apply(
     let inventory_store = crate::store::InventoryStore::file(state.inventory());
     let journal = Journal::new(state.journal_dir());
     let inventory = std::sync::Mutex::new(std::mem::take(&mut snap.inventory));
-    // Ctrl-C stops at the next safe point; the journal resumes from there.
+    // Ctrl-C, or the SIGTERM a CI runner or `timeout` sends, stops at the
+    // next safe point; the journal resumes from there. The handlers are in
+    // place before the first step, so no signal finds the default action.
     let stop = Stop::new();
-    rt.spawn({
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _rt = rt.enter();
+        let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+        let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
         let stop = stop.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "\nInterrupted: stopping at the next safe point (steps in flight finish)..."
-                );
-                stop.request();
-            }
-        }
-    });
+        rt.spawn(async move {
+            let what = tokio::select! {
+                _ = int.recv() => "Interrupted",
+                _ = term.recv() => "Terminated (SIGTERM)",
+            };
+            eprintln!("\n{what}: stopping at the next safe point (steps in flight finish)...");
+            stop.request();
+        });
+    }
     let ctx = ApplyContext {
         config: &snap.config,
         journal: &journal,

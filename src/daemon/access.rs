@@ -19,14 +19,7 @@ use std::path::PathBuf;
 use axum::http::{HeaderMap, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-/// How a request reached the daemon, attached to each request by the listener.
-#[derive(Clone, Debug)]
-pub enum Peer {
-    /// The control socket; the peer's credentials from the kernel.
-    Socket { uid: u32, pid: Option<i32> },
-    /// The TCP listener (status, metrics; state changes only with the token).
-    Tcp { remote: SocketAddr },
-}
+use super::peer_id::Peer;
 
 /// The TCP listener's rules.
 #[derive(Clone, Debug)]
@@ -40,6 +33,8 @@ pub struct TcpRules {
     pub token_file: Option<PathBuf>,
     /// Where the control socket is, for refusals that point at it.
     pub socket: PathBuf,
+    /// Wrong tokens, counted by peer.
+    pub strikes: std::sync::Arc<super::strikes::Strikes>,
 }
 
 /// A refusal: the status and a message saying what would be accepted.
@@ -140,7 +135,7 @@ impl TcpRules {
 
     /// Whether a state change on TCP carries the bearer token; the token's
     /// short id (a digest prefix, never the token) names the caller in logs.
-    pub fn check_token(&self, headers: &HeaderMap) -> Result<String, Denied> {
+    pub fn check_token(&self, headers: &HeaderMap, peer: &Peer) -> Result<String, Denied> {
         let Some(file) = &self.token_file else {
             return Err(Denied(
                 StatusCode::FORBIDDEN,
@@ -160,6 +155,17 @@ impl TcpRules {
             )
         })?;
         let token = token.as_str();
+        let who = super::peer_id::identity(peer);
+        let now = std::time::Instant::now();
+        if let Err(wait) = self.strikes.allow(&who, now) {
+            return Err(Denied(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many wrong tokens from {who}: no token is checked for {}s",
+                    wait.as_secs().max(1)
+                ),
+            ));
+        }
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
@@ -171,6 +177,7 @@ impl TcpRules {
         if constant_time_eq(token.as_bytes(), given.as_bytes()) {
             Ok(token_id(token))
         } else {
+            self.strikes.strike(&who, now);
             Err(Denied(
                 StatusCode::UNAUTHORIZED,
                 "a valid bearer token is required for state changes on TCP".into(),
@@ -275,6 +282,16 @@ mod tests {
             allowed_hosts: vec!["bastion.example".into()],
             token_file,
             socket: "/var/lib/poolwright/control.sock".into(),
+            strikes: std::sync::Arc::new(crate::daemon::strikes::Strikes::new(
+                std::time::Instant::now(),
+            )),
+        }
+    }
+
+    /// A peer on another host (no loopback owner to look up).
+    fn far() -> Peer {
+        Peer::Tcp {
+            remote: "192.0.2.1:5000".parse().unwrap(),
         }
     }
 
@@ -371,7 +388,7 @@ mod tests {
         std::fs::write(&file, "s3cret\n").unwrap();
         assert_eq!(
             rules(Some(file.clone()))
-                .check_token(&headers(&[("authorization", "Bearer s3cret")]))
+                .check_token(&headers(&[("authorization", "Bearer s3cret")]), &far())
                 .unwrap_err()
                 .0,
             StatusCode::SERVICE_UNAVAILABLE
@@ -379,7 +396,10 @@ mod tests {
         let secret = "s3cret-0123456789abcdef-0123456789";
         std::fs::write(&file, format!("{secret}\n")).unwrap();
         assert_eq!(
-            rules(None).check_token(&HeaderMap::new()).unwrap_err().0,
+            rules(None)
+                .check_token(&HeaderMap::new(), &far())
+                .unwrap_err()
+                .0,
             StatusCode::FORBIDDEN
         );
         let r = rules(Some(file.clone()));
@@ -390,7 +410,7 @@ mod tests {
             format!("BEARER  {secret}"),
         ] {
             assert!(
-                r.check_token(&headers(&[("authorization", &good)]))
+                r.check_token(&headers(&[("authorization", &good)]), &far())
                     .unwrap()
                     .starts_with("token sha256:"),
                 "{good}"
@@ -404,19 +424,41 @@ mod tests {
             String::new(),
         ] {
             assert_eq!(
-                r.check_token(&headers(&[("authorization", &bad)]))
+                r.check_token(&headers(&[("authorization", &bad)]), &far())
                     .unwrap_err()
                     .0,
                 StatusCode::UNAUTHORIZED
             );
         }
+        // Five wrong tokens from one peer: no token of its is checked for
+        // the rest of the minute, the right one neither; others are.
+        let good = format!("Bearer {secret}");
+        let refused = r
+            .check_token(&headers(&[("authorization", &good)]), &far())
+            .unwrap_err();
+        assert_eq!(refused.0, StatusCode::TOO_MANY_REQUESTS, "{}", refused.1);
+        assert!(
+            refused
+                .1
+                .contains("too many wrong tokens from ip:192.0.2.1")
+        );
+        let other = Peer::Tcp {
+            remote: "192.0.2.2:5000".parse().unwrap(),
+        };
+        assert!(
+            r.check_token(&headers(&[("authorization", &good)]), &other)
+                .is_ok()
+        );
         // Rotation: the file is read again.
         std::fs::write(&file, "n3w-0123456789abcdef-0123456789abcdef").unwrap();
         assert!(
-            r.check_token(&headers(&[(
-                "authorization",
-                "Bearer n3w-0123456789abcdef-0123456789abcdef"
-            )]))
+            r.check_token(
+                &headers(&[(
+                    "authorization",
+                    "Bearer n3w-0123456789abcdef-0123456789abcdef"
+                )]),
+                &other
+            )
             .is_ok()
         );
     }

@@ -11,19 +11,28 @@ pub struct Client {
 }
 
 impl Client {
-    /// The daemon running on `state_dir`, if one answers.
+    /// The daemon running on `state_dir`, if one answers: on its TCP
+    /// listener as `STATE/daemon.json` names it, else on its control socket
+    /// (a member of `--control-group` may reach the socket without being
+    /// able to read the daemon's files).
     pub async fn find(state_dir: &Path) -> Option<Client> {
-        let file = read_daemon_file(state_dir)?;
-        let client = Client::at(&file.url);
-        client.answers().await.then_some(client)
+        if let Some(file) = read_daemon_file(state_dir) {
+            let client = Client::at(&file.url);
+            if client.answers().await {
+                return Some(client);
+            }
+        }
+        Client::find_control(state_dir).await
     }
 
     /// The daemon's control socket on `state_dir`, if a daemon runs there and
     /// answers on it: state changes (pause, resume) go only this way, with the
-    /// caller's uid as its authority.
+    /// caller's uid as its authority. The socket is where `daemon.json` says,
+    /// or `STATE/control.sock` when that file cannot be read.
     pub async fn find_control(state_dir: &Path) -> Option<Client> {
-        let file = read_daemon_file(state_dir)?;
-        let socket = file.control_socket?;
+        let socket = read_daemon_file(state_dir)
+            .and_then(|f| f.control_socket)
+            .unwrap_or_else(|| super::listen::control_socket_path(state_dir));
         let client = Client {
             // The host is only the Host header's value: the socket decides where it goes.
             url: "http://localhost".to_string(),
@@ -64,7 +73,9 @@ impl Client {
             .await
             .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
         if !resp.status().is_success() {
-            anyhow::bail!("GET {url}: {}", resp.status());
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            anyhow::bail!("GET {url}: {status}: {}", text.trim_end());
         }
         resp.json()
             .await

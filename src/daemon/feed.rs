@@ -29,14 +29,33 @@ const BACKLOG: usize = 4096;
 
 /// Live streams open at once, at most; more are answered 503.
 pub const MAX_STREAMS: usize = 64;
+/// Live streams one peer (a local user, a remote address) may hold: a page
+/// in a few tabs, never every place.
+pub const MAX_STREAMS_PER_PEER: usize = 8;
 
 /// Held by an open stream; frees its place when the stream ends.
-pub struct StreamSlot(Arc<Feed>);
+pub struct StreamSlot(Arc<Feed>, String);
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.0.streams.fetch_sub(1, Ordering::SeqCst);
+        let mut peers = self.0.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = peers.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                peers.remove(&self.1);
+            }
+        }
     }
+}
+
+/// Why a stream has no place.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NoPlace {
+    /// Every place is taken.
+    Full,
+    /// This peer holds its share already.
+    PeerFull,
 }
 
 /// One event with its place in the feed.
@@ -84,6 +103,8 @@ pub struct Feed {
     closed: watch::Sender<bool>,
     /// Live streams open now.
     streams: AtomicUsize,
+    /// Live streams open now, by peer (`peer_id::identity`).
+    peers: Mutex<HashMap<String, usize>>,
     /// What was last published of the board (pool JSON by name, config JSON,
     /// the board's version), so only changes go out.
     published: Mutex<Published>,
@@ -111,6 +132,7 @@ impl Feed {
             tx: broadcast::channel(BACKLOG).0,
             closed: watch::channel(false).0,
             streams: AtomicUsize::new(0),
+            peers: Mutex::new(HashMap::new()),
             published: Mutex::new(Published::default()),
         }
     }
@@ -155,13 +177,19 @@ impl Feed {
 
     /// A place for one more live stream, if fewer than [`MAX_STREAMS`] are
     /// open (each holds a connection and a subscription).
-    pub fn stream_slot(self: &Arc<Self>) -> Option<StreamSlot> {
+    pub fn stream_slot(self: &Arc<Self>, peer: &str) -> Result<StreamSlot, NoPlace> {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let held = peers.get(peer).copied().unwrap_or(0);
+        if held >= MAX_STREAMS_PER_PEER {
+            return Err(NoPlace::PeerFull);
+        }
         let n = self.streams.fetch_add(1, Ordering::SeqCst);
         if n >= MAX_STREAMS {
             self.streams.fetch_sub(1, Ordering::SeqCst);
-            return None;
+            return Err(NoPlace::Full);
         }
-        Some(StreamSlot(self.clone()))
+        peers.insert(peer.to_string(), held + 1);
+        Ok(StreamSlot(self.clone(), peer.to_string()))
     }
 
     /// What an observation of `pool` found (`target`: its desired template).
@@ -311,14 +339,24 @@ mod tests {
     }
 
     #[test]
-    fn streams_are_capped_and_their_places_freed() {
+    fn streams_are_capped_per_peer_and_in_all_and_their_places_freed() {
         let feed = Arc::new(Feed::new());
-        let slots: Vec<_> = (0..MAX_STREAMS)
-            .map(|_| feed.stream_slot().unwrap())
+        let mine: Vec<_> = (0..MAX_STREAMS_PER_PEER)
+            .map(|_| feed.stream_slot("uid:1000").unwrap())
             .collect();
-        assert!(feed.stream_slot().is_none());
-        drop(slots);
-        assert!(feed.stream_slot().is_some());
+        // One local user cannot take the others' places.
+        assert_eq!(feed.stream_slot("uid:1000").err(), Some(NoPlace::PeerFull));
+        let others: Vec<_> = (0..MAX_STREAMS - MAX_STREAMS_PER_PEER)
+            .map(|i| feed.stream_slot(&format!("uid:{i}")).unwrap())
+            .collect();
+        assert_eq!(feed.stream_slot("uid:2000").err(), Some(NoPlace::Full));
+        drop(mine);
+        assert!(feed.stream_slot("uid:1000").is_ok());
+        drop(others);
+        assert!(
+            feed.peers.lock().unwrap().len() <= 1,
+            "freed places are forgotten"
+        );
     }
 
     #[tokio::test]

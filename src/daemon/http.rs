@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::oneshot;
 
-use super::access::{Denied, Peer, check_not_cross_site};
+use super::access::{Denied, check_not_cross_site};
+use super::peer_id::Peer;
 use super::reconciler::{ControlAction, ControlRefusal, ControlRequest, ControlTarget};
 use super::shared::HttpState;
 use super::web;
@@ -40,6 +41,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/ui/app.css", get(web::app_css))
         .route("/v1/pools/{pool}/page", get(web::pool_page))
         .route("/v1/events/stream", get(web::events_stream))
+        .route("/v1/pools/{pool}/rollout", get(rollout))
         .route("/v1/pools/{pool}/pause", post(pause))
         .route("/v1/pools/{pool}/resume", post(resume))
         .route("/v1/fleet", get(fleets))
@@ -211,6 +213,28 @@ async fn plan(State(s): State<HttpState>) -> Response {
     }
 }
 
+/// A pool's rollout as its journal holds it (`poolwright rollout status`
+/// through the daemon, so members of the control group need not read the
+/// state directory's files). Only a pool of the desired state in force
+/// names a journal.
+async fn rollout(State(s): State<HttpState>, Path(pool): Path<String>) -> Response {
+    let known = crate::spec::validate::is_dns_label(&pool, 63)
+        && s.board.read(|doc| doc.pools.iter().any(|p| p.name == pool));
+    if !known {
+        let shown: String = pool.chars().take(80).collect();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no pool named {shown:?} in the desired state in force\n"),
+        )
+            .into_response();
+    }
+    match s.journal.load(&pool).await {
+        Ok(Some(r)) => axum::Json(r).into_response(),
+        Ok(None) => axum::Json(serde_json::Value::Null).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
 async fn pause(
     state: State<HttpState>,
     peer: Extension<Peer>,
@@ -374,7 +398,7 @@ async fn control(
         return refuse(denied);
     }
     let token = match (&peer, &s.tcp) {
-        (Peer::Tcp { .. }, Some(rules)) => match rules.check_token(&headers) {
+        (Peer::Tcp { .. }, Some(rules)) => match rules.check_token(&headers, &peer) {
             Ok(id) => Some(id),
             Err(denied) => return refuse(denied),
         },

@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, UnixListener};
 
-use super::access::Peer;
+use super::peer_id::Peer;
 use crate::reconcile::Stop;
 
 /// Limits of one listener.
@@ -28,6 +28,10 @@ pub struct Limits {
     /// connection is closed after it too.
     pub header_timeout: Duration,
 }
+
+/// A write that makes no progress for this long closes its connection: a
+/// client that stops reading (a live stream above all) gives its place up.
+pub const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// File descriptors never handed to connections: journal and inventory writes
 /// (a temp file, its directory for fsync), provider sockets, config reads.
@@ -225,7 +229,13 @@ fn spawn_connection<S>(
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(64 * 1024)
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(
+                    TokioIo::new(super::write_deadline::WriteDeadline::new(
+                        stream,
+                        WRITE_STALL,
+                    )),
+                    service,
+                )
                 .await;
             registry
                 .open

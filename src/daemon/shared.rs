@@ -37,6 +37,8 @@ pub struct HttpState {
     pub hooks: Option<Arc<super::fetcher::HookTarget>>,
     /// Previews of branches (`run --git-url`); `None` without a remote.
     pub previews: Option<Arc<super::previews::Previews>>,
+    /// The rollout journals (`/v1/pools/POOL/rollout`).
+    pub journal: Arc<crate::store::Journal>,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.

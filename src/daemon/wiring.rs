@@ -213,6 +213,7 @@ pub(super) async fn build(
         body_timeout: opts.control.header_timeout,
         hooks,
         previews,
+        journal: reconciler.journal(),
     };
     let listeners = listen(opts, &state, shared, started_at).await?;
 
@@ -378,6 +379,7 @@ async fn listen(
                 .collect(),
             token_file: opts.control.token_file.clone(),
             socket: socket_path.clone(),
+            strikes: Arc::new(super::strikes::Strikes::new(std::time::Instant::now())),
         })),
         ..shared.clone()
     });

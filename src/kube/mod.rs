@@ -45,7 +45,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// Connect as the `Cluster` document says: a kubeconfig (relative to the
-    /// document's directory) and context, the pod's service account, or
+    /// document's directory; a leading `~` is the home directory) and context, the pod's service account, or
     /// `$KUBECONFIG` / `~/.kube/config`.
     pub async fn connect(name: &str, spec: &ClusterSpec, base: &Path) -> anyhow::Result<Cluster> {
         let config = if spec.in_cluster.value {
@@ -57,7 +57,7 @@ impl Cluster {
             };
             let kubeconfig = match &spec.kubeconfig {
                 Some(p) => {
-                    let path = base.join(&p.value);
+                    let path = base.join(crate::files::expand_home(&p.value));
                     read_kubeconfig(&path)
                         .with_context(|| format!("reading kubeconfig {}", path.display()))?
                 }

@@ -10,6 +10,9 @@ pub mod hold;
 pub mod inventory;
 pub mod latency;
 pub mod phase;
+mod template_field;
+
+pub use template_field::{TemplateField, refusal as template_refusal};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -27,6 +27,8 @@ pub struct Observed {
     pub rollouts: BTreeMap<String, Result<RolloutState, String>>,
     /// Providers that can reimage nodes in place.
     pub reimaging: BTreeSet<String>,
+    /// Providers that act only on some template fields (plug-ins say which).
+    pub acts_on: BTreeMap<String, Vec<crate::model::TemplateField>>,
     /// Each FleetRollout's rules and change (from its journal).
     pub fleets: BTreeMap<String, FleetView>,
     /// For pools with a cluster: by node, the PodDisruptionBudgets that
@@ -209,6 +211,28 @@ fn effective(
     (t, ip)
 }
 
+/// Why `provider` would refuse `template` (it acts only on some fields).
+fn refused_template(
+    observed: &Observed,
+    provider: &str,
+    template: &NodeTemplate,
+) -> Option<String> {
+    let acts_on = observed.acts_on.get(provider)?;
+    crate::model::template_refusal(&format!("provider {provider:?}"), acts_on, template)
+}
+
+/// The pool's plan when its provider would refuse the template: an error,
+/// nothing planned, as `apply` would find it.
+fn refused(mut p: PoolPlan, why: String) -> PoolPlan {
+    p.headline = Headline::Error;
+    p.reason = format!(
+        "{why}: apply would refuse the template. Remove the field(s), or use a provider that acts on them"
+    );
+    p.attributes.clear();
+    p.steps.clear();
+    p
+}
+
 fn plan_pool(
     doc: &NodePoolDoc,
     observed: &Observed,
@@ -270,6 +294,9 @@ fn plan_pool(
                 &spec.in_place,
             )),
         );
+        if let Some(why) = refused_template(observed, provider, &spec.template) {
+            return refused(p, why);
+        }
         p.steps.push(Step::CreatePool {
             spec: Box::new(spec),
         });
@@ -289,6 +316,11 @@ fn plan_pool(
 
     let (template, in_place) = effective(doc, &spec, Some(obs));
     let hash = template.hash();
+    if obs.template.hash() != hash
+        && let Some(why) = refused_template(observed, provider, &template)
+    {
+        return refused(p, why);
+    }
     // The autoscaler owns the size within the bounds; ignoreChanges: [size] leaves it as is.
     let target = match (
         spec.autoscaling,
@@ -416,8 +448,18 @@ fn plan_pool(
             .into_iter()
             .collect();
         from.dedup();
-        let classes = if obs.template.hash() != hash {
-            change::classify(&obs.template, &template)
+        let classes = if let Some(r) = journal.filter(|_| resuming) {
+            // The journal says what kind of change the roll under way makes:
+            // the template it set already would read as no change at all.
+            r.classes.clone()
+        } else if obs.template.hash() != hash {
+            let mut classes = change::classify(&obs.template, &template);
+            // A roll superseded mid-way leaves its old nodes behind: they
+            // still make the change it was making.
+            if let Some(r) = journal.filter(|r| !r.status.is_terminal()) {
+                classes = change::union(&classes, &r.classes);
+            }
+            classes
         } else if by_template == 0 && aged > 0 {
             // Only nodes past lifecycle.maxNodeAge: replacing them is a repair.
             vec![ChangeClass::Repair]

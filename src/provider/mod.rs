@@ -21,7 +21,7 @@ pub use crate::model::OpKey;
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec};
 
 /// What a provider can do beyond the required primitives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// Can reimage a node in place (terminate-before-create without a new machine).
     pub reimage: bool,
@@ -33,6 +33,9 @@ pub struct Capabilities {
     /// acts once, so the executor may replay an intent it journaled but never
     /// saw answered (after a crash).
     pub idempotency_keys: bool,
+    /// The template fields the provider acts on, when not all: a template
+    /// that sets another is refused (a plug-in says which it acts on).
+    pub acts_on: Option<Vec<crate::model::TemplateField>>,
 }
 
 /// A provider call that failed, with the call and the provider's answer, so the

@@ -273,7 +273,53 @@ pub async fn run_once(
     seed: u64,
     start: Timestamp,
 ) -> anyhow::Result<RunOutcome> {
-    run(case, latencies, seed, start, Looks::InFlight).await
+    run(case, latencies, seed, start, Looks::InFlight, None)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("a run with no deadline was cut short"))
+}
+
+/// No run of a forecast finished within its time limit.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no run of {pool}'s roll finished within the time limit ({seconds:.0}s; the pool has {nodes} nodes): allow more time (--time-limit), or fewer runs"
+)]
+pub struct OutOfTime {
+    pub pool: String,
+    pub nodes: usize,
+    pub seconds: f64,
+}
+
+/// What bounds a forecast's work (not only the waiting for it).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// No run starts after this, and a run under way is given up at its next
+    /// look: a run over a very large pool can take minutes on its own.
+    pub deadline: Option<std::time::Instant>,
+    /// Threads the runs share (at most 2).
+    pub threads: u32,
+}
+
+impl Limits {
+    /// Both cores, no deadline.
+    pub fn none() -> Limits {
+        Limits {
+            deadline: None,
+            threads: 2,
+        }
+    }
+
+    /// Both cores, until `limit` from now.
+    pub fn within(limit: Option<std::time::Duration>) -> Limits {
+        Limits {
+            deadline: limit.map(|l| std::time::Instant::now() + l),
+            threads: 2,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    }
 }
 
 /// How each look observes the pool and decides.
@@ -293,7 +339,8 @@ async fn run(
     seed: u64,
     start: Timestamp,
     looks: Looks,
-) -> anyhow::Result<RunOutcome> {
+    deadline: Option<std::time::Instant>,
+) -> anyhow::Result<Option<RunOutcome>> {
     let clock = Arc::new(ManualClock::new(start));
     let settings = SimProvider {
         seed,
@@ -346,6 +393,9 @@ async fn run(
     let mut begun = false;
     let mut last: Option<Point> = None;
     loop {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Ok(None);
+        }
         let before = sim.mutations();
         let tick = exec.tick().await?;
         out.looks += 1;
@@ -370,8 +420,11 @@ async fn run(
         // The core's own rule (`is_available`), with its lookups made once.
         let marked = Marked::of(&s.marks);
         let ready = Ready::at(s.target, s.settings.min_ready, now);
+        let count_terminating = s.settings.count_terminating;
         for n in visited {
             if n.state == crate::model::NodeState::Terminating {
+                // What the bound counts: with countTerminating, these too.
+                total += u32::from(count_terminating);
                 continue;
             }
             total += 1;
@@ -488,7 +541,7 @@ async fn run(
     if out.min_available == u32::MAX {
         out.min_available = 0;
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Percentiles by nearest rank over sorted values.
@@ -580,25 +633,25 @@ pub fn forecast(
     seed: u64,
     start: Timestamp,
 ) -> anyhow::Result<Forecast> {
-    forecast_within(case, latencies, runs, seed, start, None)
+    forecast_within(case, latencies, runs, seed, start, Limits::none())
 }
 
-/// As [`forecast`], but no new run starts after `limit` (each thread makes
-/// at least one): a large pool gets a rougher forecast in bounded time, and
-/// says how many runs it rests on.
+/// As [`forecast`], within `limits`: past the deadline no run starts and
+/// the run under way is given up, so a large pool gets a rougher forecast
+/// in bounded time (and says how many runs it rests on), or none.
 pub fn forecast_within(
     case: &Case<'_>,
     latencies: &Latencies,
     runs: u32,
     seed: u64,
     start: Timestamp,
-    limit: Option<std::time::Duration>,
+    limits: Limits,
 ) -> anyhow::Result<Forecast> {
     let began = std::time::Instant::now();
     let runs = runs.clamp(1, MAX_RUNS);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .clamp(1, 2) as u32;
+        .clamp(1, limits.threads.clamp(1, 2) as usize) as u32;
     let results: Vec<anyhow::Result<Vec<(u32, RunOutcome)>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|w| {
@@ -606,7 +659,7 @@ pub fn forecast_within(
                     let rt = tokio::runtime::Builder::new_current_thread().build()?;
                     let mut mine = Vec::new();
                     for i in (w..runs).step_by(threads as usize) {
-                        if i >= threads && limit.is_some_and(|l| began.elapsed() >= l) {
+                        if limits.passed() {
                             break;
                         }
                         let s = seed.wrapping_mul(1_000_003).wrapping_add(u64::from(i));
@@ -617,7 +670,11 @@ pub fn forecast_within(
                             drawn = latencies.fitted.draw(&latencies.sim, s);
                             &drawn
                         };
-                        mine.push((i, rt.block_on(run_once(case, sim, s, start))?));
+                        let run = run(case, sim, s, start, Looks::InFlight, limits.deadline);
+                        match rt.block_on(run)? {
+                            Some(outcome) => mine.push((i, outcome)),
+                            None => break,
+                        }
                     }
                     Ok(mine)
                 })
@@ -637,12 +694,20 @@ pub fn forecast_within(
     }
     all.sort_by_key(|(i, _)| *i);
     let outcomes: Vec<RunOutcome> = all.into_iter().map(|(_, o)| o).collect();
+    let spent = began.elapsed().as_secs_f64();
+    if outcomes.is_empty() {
+        return Err(OutOfTime {
+            pool: case.pool.name.clone(),
+            nodes: case.pool.nodes.len(),
+            seconds: spent,
+        }
+        .into());
+    }
     let mut f = summarize(case, latencies, &outcomes, seed, start);
     if f.runs < runs {
         f.warnings.push(format!(
-            "only {} of {runs} runs were made within the time limit ({:.0}s): the percentiles are rougher, and depend on this machine's speed",
+            "only {} of {runs} runs finished within the time limit (after {spent:.0}s): the percentiles are rougher, and depend on this machine's speed",
             f.runs,
-            limit.unwrap_or_default().as_secs_f64()
         ));
     }
     Ok(f)
@@ -745,6 +810,56 @@ fn summarize(
 mod tests {
     use super::*;
 
+    /// A run over a large pool takes minutes on its own: the deadline ends
+    /// the work under way, not only the starting of runs (a page request
+    /// or `--time-limit` once left a run going for minutes after it).
+    #[test]
+    fn the_deadline_gives_up_the_run_under_way() {
+        use crate::model::{Node, NodeState};
+        use crate::rollout::decide::fixtures;
+        let start = fixtures::t0();
+        let (old, new) = (fixtures::old(), fixtures::new());
+        let pool = ObservedPool {
+            name: "big".into(),
+            size: 20_000,
+            autoscaling: None,
+            template: old.clone(),
+            in_place: Default::default(),
+            nodes: (0..20_000)
+                .map(|i| Node {
+                    id: format!("big-{i:05}").into(),
+                    template: old.hash(),
+                    state: NodeState::Healthy,
+                    launched_at: start,
+                    healthy_since: Some(start),
+                    cordoned: false,
+                    provider_id: None,
+                    zone: None,
+                    labels: Default::default(),
+                })
+                .collect(),
+        };
+        let settings = fixtures::settings(20_000, 1, 0);
+        let case = Case {
+            pool: &pool,
+            target: &new,
+            settings: &settings,
+            poll: std::time::Duration::from_secs(1),
+        };
+        let latencies = Latencies::choose(None, Some(&SimProvider::default()));
+        let began = std::time::Instant::now();
+        let limits = Limits {
+            deadline: Some(began + std::time::Duration::from_millis(500)),
+            threads: 1,
+        };
+        let e = forecast_within(&case, &latencies, 50, 1, start, limits).unwrap_err();
+        let took = began.elapsed();
+        assert!(e.is::<OutOfTime>(), "{e:#}");
+        assert!(e.to_string().contains("20000 nodes"), "{e}");
+        // Given up at the next look, not after the roll's 20,000 replacements.
+        assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    }
+
     #[test]
     fn nearest_rank_percentiles() {
         let v: Vec<f64> = (1..=10).map(f64::from).collect();
@@ -837,10 +952,12 @@ mod tests {
             for seed in 0..5 {
                 let seed = seed + 10 * k as u64;
                 let quick = rt
-                    .block_on(run(&case, &latencies, seed, start, Looks::InFlight))
+                    .block_on(run(&case, &latencies, seed, start, Looks::InFlight, None))
+                    .unwrap()
                     .unwrap();
                 let every = rt
-                    .block_on(run(&case, &latencies, seed, start, Looks::EveryNode))
+                    .block_on(run(&case, &latencies, seed, start, Looks::EveryNode, None))
+                    .unwrap()
                     .unwrap();
                 let key = |o: &RunOutcome| {
                     format!(

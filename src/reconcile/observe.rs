@@ -36,6 +36,7 @@ pub async fn observe(
         observed.pools.extend(part.pools);
         observed.unreachable.extend(part.unreachable);
         observed.reimaging.extend(part.reimaging);
+        observed.acts_on.extend(part.acts_on);
         observed.budgets.extend(part.budgets);
     }
     observed
@@ -80,8 +81,12 @@ pub async fn observe_pools(
         }
     }
     // Capabilities are known once the provider answered (a plug-in says them).
-    if answered && p.capabilities().reimage {
+    let caps = p.capabilities();
+    if answered && caps.reimage {
         observed.reimaging.insert(provider.to_string());
+    }
+    if answered && let Some(fields) = caps.acts_on {
+        observed.acts_on.insert(provider.to_string(), fields);
     }
     attach_clusters(config, providers, &mut observed).await;
     observed

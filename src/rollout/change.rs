@@ -27,6 +27,14 @@ pub fn classify(from: &NodeTemplate, to: &NodeTemplate) -> Vec<ChangeClass> {
     out.into_iter().collect()
 }
 
+/// The classes of both changes, in the order of `ChangeClass::ALL`.
+pub fn union(a: &[ChangeClass], b: &[ChangeClass]) -> Vec<ChangeClass> {
+    ChangeClass::ALL
+        .into_iter()
+        .filter(|c| a.contains(c) || b.contains(c))
+        .collect()
+}
+
 /// Whether a closed gate holds steps of `classes`: only if the policy applies
 /// to one of them.
 pub fn applies(classes: &[ChangeClass], held: &[ChangeClass]) -> bool {

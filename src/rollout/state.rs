@@ -52,6 +52,9 @@ pub struct Settings {
     /// replacement of the previous one has finished.
     #[serde(default, alias = "batchSynchronous")]
     pub waves: bool,
+    /// Terminating nodes count against size + surge (`rollout.countTerminating`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub count_terminating: bool,
     /// The disruption rules in force (policy, windows, freeze, what they hold).
     #[serde(default)]
     pub disruption: Disruption,
@@ -91,6 +94,7 @@ impl Settings {
                 .collect(),
             progress_deadline: r.progress_deadline.duration(),
             waves: r.waves,
+            count_terminating: r.count_terminating,
             semantics: r.semantics(),
             disruption: doc.spec.disruption.clone(),
             order: r

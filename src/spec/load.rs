@@ -52,7 +52,7 @@ pub struct SourceFile {
 /// A document of a known kind, with the file it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Document {
-    Provider(ProviderDoc),
+    Provider(Box<ProviderDoc>),
     Cluster(ClusterDoc),
     NodePool(Box<NodePoolDoc>),
     DisruptionPolicy(DisruptionPolicyDoc),
@@ -435,7 +435,9 @@ fn parse_document(
     let typed = |text: &str| -> Result<Document, YamlError> {
         let opts = options.clone();
         Ok(match kind.value.as_str() {
-            "Provider" => Document::Provider(serde_saphyr::from_str_with_options(text, opts)?),
+            "Provider" => {
+                Document::Provider(Box::new(serde_saphyr::from_str_with_options(text, opts)?))
+            }
             "Cluster" => Document::Cluster(serde_saphyr::from_str_with_options(text, opts)?),
             "DisruptionPolicy" => {
                 Document::DisruptionPolicy(serde_saphyr::from_str_with_options(text, opts)?)

@@ -332,6 +332,11 @@ pub struct HttpProvider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 20))]
     pub max_attempts: Option<At<u32>>,
+    /// Bound on one call, its retries and their waits included: a plug-in
+    /// that hangs fails the call after this, not after `timeout` times
+    /// `maxAttempts`. Default 60s, 1s to 30m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_timeout: Option<At<Duration>>,
     /// How often a rollout looks at a pool again; the plug-in's own
     /// suggestion, else 5s, when omitted. 1s to 1h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,6 +370,7 @@ impl HttpProvider {
             client_key: None,
             timeout: HttpProvider::default_timeout(),
             max_attempts: None,
+            operation_timeout: None,
             poll_interval: None,
             headers: At::default(),
             allow_insecure: At::bare(false),
@@ -620,6 +626,12 @@ pub struct Rollout {
     /// once), but each wave can be watched as a unit.
     #[serde(default)]
     pub waves: bool,
+    /// Count nodes that are terminating against `size + maxSurge`, as a
+    /// cloud quota does: a new node launches only once an old one is gone,
+    /// not when it starts going. Default false: terminating nodes are not
+    /// counted (they can no longer take work), as Kubernetes Deployments do.
+    #[serde(default)]
+    pub count_terminating: bool,
     /// The order in which old nodes are taken down: `oldest` (default),
     /// `newest`, `zone` (one zone at a time), or `{label: KEY}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -714,6 +726,7 @@ impl Default for Rollout {
             max_failed_nodes: Rollout::default_max_failed_nodes(),
             progress_deadline: Rollout::default_progress_deadline(),
             waves: false,
+            count_terminating: false,
             order: None,
         }
     }

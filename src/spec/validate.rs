@@ -198,7 +198,7 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
             Document::Provider(d) => {
                 check_provider(&mut c, &d);
                 let name = d.metadata.name.clone();
-                insert_unique(&mut c, &mut config.providers, "Provider", name, pos, d);
+                insert_unique(&mut c, &mut config.providers, "Provider", name, pos, *d);
             }
             Document::Cluster(d) => {
                 check_cluster(&mut c, &d);
@@ -864,6 +864,15 @@ fn check_http(c: &mut Checker, http: &HttpProvider, pos: Pos) {
             a.pos.or(pos),
             format!("maxAttempts must be 1 to 20, got {}", a.value),
         );
+    }
+    if let Some(o) = &http.operation_timeout {
+        let d = o.value.as_std();
+        if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(1800) {
+            c.error(
+                o.pos.or(pos),
+                format!("operationTimeout must be 1s to 30m, got {}", o.value),
+            );
+        }
     }
     if let Some(p) = &http.poll_interval {
         let d = p.value.as_std();

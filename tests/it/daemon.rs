@@ -662,3 +662,166 @@ fn a_budget_edited_mid_rollout_takes_effect_at_the_next_step() {
         .count();
     assert_eq!(starts, 2, "the same rollout, resumed with the new settings");
 }
+
+/// A roll that the disruption policy does not hold (an image change under
+/// `appliesTo: [config]`, the AKS rule) is not held either once a SIGTERM
+/// and a restart interrupt it: the journal keeps what kind of change it is.
+#[test]
+fn a_resumed_rollout_keeps_its_change_classes_across_a_sigterm_and_restart() {
+    let tmp = setup("img-1");
+    let guarded = |image: &str| {
+        pool(image)
+            + "  disruption: {policy: Block, until: \"2099-01-01T00:00:00Z\", appliesTo: [config]}\n"
+    };
+    std::fs::write(tmp.path().join("config/web.yaml"), guarded("img-1")).unwrap();
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for("the pool created", Duration::from_secs(30), in_sync_with(4));
+    std::fs::write(tmp.path().join("config/web.yaml"), guarded("img-2")).unwrap();
+    d.wait_for_event("the image roll to get going", |e| {
+        e["event"] == "node_create_requested" && e["counts"]["updated"] == 1
+    });
+    assert!(d.terminate().success());
+    let journal = std::fs::read_to_string(tmp.path().join("state/journal/web.json")).unwrap();
+    let journal: Value = serde_json::from_str(&journal).unwrap();
+    assert_eq!(
+        journal["classes"],
+        serde_json::json!(["image"]),
+        "{journal:#}"
+    );
+
+    // The plan of the interrupted roll names the journal's class, not all four.
+    let plan = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(tmp.path())
+        .args(["plan", "config", "--state-dir", "state"])
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(!text.contains("blocked by disruption policy"), "{text}");
+    assert!(!text.contains("kubernetesVersion"), "{text}");
+    assert!(plan.status.success(), "{text}");
+
+    let d = Daemon::start(tmp.path(), &[]);
+    d.wait_for(
+        "the resumed image roll to complete, not held",
+        Duration::from_secs(60),
+        |s| in_sync_with(4)(s) && !tmp.path().join("state/journal/web.json").exists(),
+    );
+    let evs = events(tmp.path());
+    assert!(
+        !evs.iter().any(|e| e["event"] == "blocked_by_policy"),
+        "{:#?}",
+        evs.iter()
+            .filter(|e| e["event"] == "blocked_by_policy")
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(audit_calls(tmp.path(), "TerminateNode(").len(), 4);
+    drop(d);
+}
+
+/// `poolwright` run as another user, in group `gid` besides its own.
+fn as_member(uid: u32, gid: u32, root: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={uid}"),
+            &format!("--groups={gid}"),
+            "--",
+            env!("CARGO_BIN_EXE_poolwright"),
+        ])
+        .args(args)
+        .current_dir(root)
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running setpriv (util-linux)")
+}
+
+/// A member of `--control-group` uses the CLI end to end, as a second uid:
+/// `status`, `rollout status` and `rollout pause|resume` reach the daemon on
+/// its socket, without reading the daemon's files (daemon.json, journals
+/// and the lock are the daemon's alone). Needs root, to be two users.
+#[test]
+fn a_control_group_member_uses_the_cli_as_another_user() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs the CLI as a second user and needs root (CI runs as root)"
+    );
+    let (member, group) = (4243, 4242);
+    let tmp = setup("img-1");
+    // As the unit lays it out: the state directory 0750, in the group.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::os::unix::fs::chown(&state, None, Some(group)).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let d = Daemon::start(tmp.path(), &["--control-group", &group.to_string()]);
+    d.wait_for("web in sync", Duration::from_secs(30), in_sync_with(4));
+    std::fs::write(
+        tmp.path().join("config/web.yaml"),
+        pool("img-2").replace("minReady: 200ms", "minReady: 30s"),
+    )
+    .unwrap();
+    d.wait_for_event("the roll under way", |e| {
+        e["event"] == "node_create_requested"
+    });
+
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let st = ["--state-dir", "state"];
+    let o = as_member(member, group, tmp.path(), &[&["status"][..], &st].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("web"), "{}", text(&o));
+    let o = as_member(
+        member,
+        group,
+        tmp.path(),
+        &[&["rollout", "status", "web"][..], &st].concat(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("nodepool.web: running"), "{}", text(&o));
+    let o = as_member(
+        member,
+        group,
+        tmp.path(),
+        &[
+            &["rollout", "pause", "web", "--reason", "member test"][..],
+            &st,
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("through the daemon's control socket"),
+        "{}",
+        text(&o)
+    );
+    d.wait_for("paused", Duration::from_secs(30), |s| {
+        s["pools"][0]["state"] == "paused"
+    });
+    let o = as_member(
+        member,
+        group,
+        tmp.path(),
+        &[&["rollout", "status", "web"][..], &st].concat(),
+    );
+    assert!(text(&o).contains("paused"), "{}", text(&o));
+    // Someone outside the group reaches nothing, and is told why.
+    let o = Command::new("setpriv")
+        .args(["--reuid=4244", "--regid=4244", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_poolwright"))
+        .args(["rollout", "resume", "web", "--state-dir", "state"])
+        .current_dir(tmp.path())
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("No daemon answers on"), "{}", text(&o));
+}

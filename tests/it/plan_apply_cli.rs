@@ -491,3 +491,80 @@ fn a_rolled_back_template_is_not_retried_until_resumed() {
     );
     assert_eq!(c.run(&["rollout", "resume", "web"]).status.code(), Some(0));
 }
+
+/// SIGTERM (what a CI runner or `timeout` sends) stops `apply` at a safe
+/// point as Ctrl-C does: the stop is an event, the journal resumes it.
+#[test]
+fn sigterm_stops_apply_at_a_safe_point_and_the_next_apply_resumes() {
+    let c = Cli::new();
+    assert_eq!(
+        c.run(&["apply", "config", "--auto-approve"]).status.code(),
+        Some(0)
+    );
+    c.write(
+        "config/web.yaml",
+        &pool(
+            "web",
+            3,
+            "img-2",
+            "  rollout: {maxSurge: 1, maxUnavailable: 0}\n",
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .args([
+            "apply",
+            "config",
+            "--auto-approve",
+            "--events",
+            "events.jsonl",
+        ])
+        .current_dir(c.dir.path())
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let events = || {
+        std::fs::read_to_string(c.path("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .collect::<Vec<_>>()
+    };
+    let started = std::time::Instant::now();
+    while !events()
+        .iter()
+        .any(|e| e["event"] == "node_create_requested")
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the roll never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "stopped, not killed: {}", err(&o));
+    assert!(
+        err(&o).contains("Terminated (SIGTERM): stopping at the next safe point"),
+        "{}",
+        err(&o)
+    );
+    assert!(out(&o).contains("Apply interrupted"), "{}", out(&o));
+    assert!(
+        events().iter().any(|e| e["event"] == "rollout_stopped"),
+        "{:#?}",
+        events()
+    );
+    assert!(c.path(".poolwright/journal/web.json").exists());
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(!c.path(".poolwright/journal/web.json").exists());
+}

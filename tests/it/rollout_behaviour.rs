@@ -669,3 +669,39 @@ fn a_lifted_hold_is_rolled_on_the_next_look() {
     assert!(!ids(&w).contains(&"web-00000".to_string()));
     assert_eq!(ids(&w).len(), 3);
 }
+
+/// What `size + maxSurge` counts: nodes not terminating, by default (a
+/// terminating node takes no work, as in a Deployment), so a pool of 20 with
+/// surge 2 can list 23 while one is still going; with `countTerminating`
+/// (a cloud quota's count) a new node waits until an old one is gone.
+#[test]
+fn count_terminating_bounds_every_listed_node_by_size_plus_surge() {
+    let slow_goodbye = |count: bool| {
+        let mut sc = Scenario::new(20, 2, 0);
+        sc.sim.terminate_time = poolwright::spec::types::Distribution::Fixed(Duration::secs(60));
+        sc.settings.count_terminating = count;
+        sc.max_seconds = 6 * 3600;
+        let run = sc.run();
+        assert_eq!(run.status, Status::Completed, "{:?}", run.names());
+        assert_bounds(&run, 20, 2, 0);
+        run
+    };
+    let default = slow_goodbye(false);
+    assert!(
+        default.max_listed() > 22,
+        "terminating nodes are not counted by default: at most {} listed",
+        default.max_listed()
+    );
+    let counted = slow_goodbye(true);
+    assert_eq!(
+        counted.max_listed(),
+        22,
+        "with countTerminating, every listed node counts"
+    );
+    assert!(
+        counted.seconds > default.seconds,
+        "waiting for the old to go costs time: {}s vs {}s",
+        counted.seconds,
+        default.seconds
+    );
+}

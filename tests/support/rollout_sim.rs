@@ -42,6 +42,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
+        count_terminating: false,
         waves: false,
         semantics: Default::default(),
         disruption: Disruption::default(),
@@ -65,6 +66,8 @@ pub struct Sample {
     pub t: i64,
     /// Nodes not terminating.
     pub total: u32,
+    /// Every node listed, terminating ones included (what a cloud quota counts).
+    pub listed: u32,
     /// Healthy, not cordoned (draining nodes are cordoned).
     pub available: u32,
     pub updated: u32,
@@ -84,6 +87,9 @@ pub struct Run {
 impl Run {
     pub fn max_total(&self) -> u32 {
         self.samples.iter().map(|s| s.total).max().unwrap_or(0)
+    }
+    pub fn max_listed(&self) -> u32 {
+        self.samples.iter().map(|s| s.listed).max().unwrap_or(0)
     }
     pub fn min_total(&self) -> u32 {
         self.samples.iter().map(|s| s.total).min().unwrap_or(0)
@@ -130,6 +136,7 @@ fn sample(
     let s = Sample {
         t,
         total: live.len() as u32,
+        listed: p.nodes.len() as u32,
         available: live
             .iter()
             .filter(|n| n.state == NodeState::Healthy && !n.cordoned && ready(n))

@@ -33,8 +33,9 @@ pub struct Request {
     pub svg: Option<std::path::PathBuf>,
     /// Only these pools (all rolled pools when empty).
     pub pools: Vec<String>,
-    /// No new run starts after this, per forecast.
-    pub time_limit: Option<std::time::Duration>,
+    /// When the command stops forecasting, whatever it is doing (from
+    /// `--time-limit`, counted from the start of the command).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One `--set`: a budget of one pool, as it would be written.
@@ -215,7 +216,10 @@ fn run_one(
         req.runs,
         req.seed,
         start,
-        req.time_limit,
+        forecast::Limits {
+            deadline: req.deadline,
+            threads: 2,
+        },
     )
 }
 
@@ -447,7 +451,9 @@ fn forecast_plan(
         )];
         if req.sweep {
             let mut rows = Vec::new();
-            for (label, s, u) in sweep_budgets(settings.budget, settings.size) {
+            let budgets = sweep_budgets(settings.budget, settings.size);
+            let asked = budgets.len();
+            for (label, s, u) in budgets {
                 let st = with_budget(
                     &settings,
                     config,
@@ -456,10 +462,22 @@ fn forecast_plan(
                     Some(IntOrPercent::Int(i64::from(u))),
                 )
                 .map_err(|e| anyhow::anyhow!(e))?;
-                let f = run_one(r, &st, req, now)?;
-                rows.push(SweepRow { label, forecast: f });
+                match run_one(r, &st, req, now) {
+                    Ok(f) => rows.push(SweepRow { label, forecast: f }),
+                    // The time limit bounds the whole sweep: the budgets
+                    // not reached are said, not waited for.
+                    Err(e) if e.is::<forecast::OutOfTime>() => break,
+                    Err(e) => return Err(e),
+                }
             }
             render_sweep(&r.pool, &rows, &mut text);
+            if rows.len() < asked {
+                let _ = writeln!(
+                    text,
+                    "  (the time limit ended the sweep after {} of {asked} budgets: allow more with --time-limit)",
+                    rows.len()
+                );
+            }
             lines = rows
                 .iter()
                 .map(|row| {
@@ -569,7 +587,7 @@ pub(super) fn after_plan(
         set: Vec::new(),
         svg: None,
         pools: Vec::new(),
-        time_limit: Some(std::time::Duration::from_secs(60)),
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_secs(60)),
     };
     let (_, text) = forecast_plan(&snap.config, snap, plan, state, &req, now)?;
     Ok(format!(

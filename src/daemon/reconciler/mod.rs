@@ -268,6 +268,11 @@ impl Reconciler {
         (self.journal.clone(), self.inventory.clone())
     }
 
+    /// The rollout journals, for `/v1/pools/POOL/rollout`.
+    pub fn journal(&self) -> Arc<Journal> {
+        self.journal.clone()
+    }
+
     /// The latest plan, for `/v1/plan` and the web page.
     pub fn latest_plan(&self) -> LatestPlan {
         self.views.latest.clone()

@@ -1029,6 +1029,7 @@
   function renderForecast() {
     const f = S.doc.forecast, b = body("forecast"), bd = S.doc.bounds;
     if (!f) { fill(b, h("p", { class: "muted" }, "no rollout to forecast")); return; }
+    if (f.unavailable) { fill(b, h("p", { class: "muted", id: "forecast-unavailable" }, f.unavailable)); return; }
     const dl = h("dl", { class: "kv" }), d = f.durationSeconds || {};
     kv(dl, "duration", h("span", { id: "forecast-duration" }, "p50 " + dur(d.p50 || 0) + ", p90 " + dur(d.p90 || 0) + (d.p10 != null ? " (p10 " + dur(d.p10) + ")" : "")));
     const sec = { sec: (d.p90 || 0) < 600 }; // a short roll's finish times differ by seconds

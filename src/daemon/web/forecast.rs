@@ -1,7 +1,12 @@
 //! The pool page's forecast of the roll in progress or planned: the same
-//! forecast as `poolwright forecast` (fewer runs), made when a page asks,
-//! at most one at a time and within a deadline, and kept for a minute per
-//! pool and state of the roll, so reloading pages costs nothing.
+//! forecast as `poolwright forecast` (fewer runs), made when a page asks.
+//! A page request is unauthenticated, so the work is what is bounded, not
+//! only the waiting: one forecast at a time for the whole daemon, on one
+//! thread, given up at its next look after `WORK`; a result (or the note
+//! that the pool is too large) is kept per pool and state of the roll for a
+//! minute and shared by every page asking; and after a forecast that took
+//! `d` none starts for `REST` times `d`, so pages cost at most a sixth of a
+//! core however often they are asked for.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,7 +18,7 @@ use tokio::sync::Semaphore;
 
 use crate::daemon::reconciler::Latest;
 use crate::model::{ObservedPool, TemplateHash};
-use crate::reconcile::forecast::{Case, Latencies, forecast_within};
+use crate::reconcile::forecast::{Case, Latencies, Limits, OutOfTime, forecast_within};
 use crate::spec::types::ProviderSpec;
 use crate::store::latency::LatencyStore;
 
@@ -21,9 +26,12 @@ use crate::store::latency::LatencyStore;
 pub const RUNS: u32 = 50;
 /// A forecast is made again after this, or when the roll moved on.
 const FRESH: Duration = Duration::from_secs(60);
-/// The page does not wait longer than this for one (runs stop starting at
-/// half of it, so a large pool gets a rougher forecast rather than none).
-const DEADLINE: Duration = Duration::from_secs(10);
+/// The work of one forecast: no run starts after this, and the run under
+/// way is given up at its next look (a large pool gets fewer runs, or a
+/// note that it is too large to forecast here).
+const WORK: Duration = Duration::from_secs(5);
+/// After a forecast that took `d`, none starts for `REST * d`.
+const REST: u32 = 5;
 
 struct Cached {
     key: String,
@@ -33,16 +41,19 @@ struct Cached {
 
 pub struct PageForecasts {
     latency: LatencyStore,
-    cache: Mutex<HashMap<String, Cached>>,
+    cache: Arc<Mutex<HashMap<String, Cached>>>,
     busy: Arc<Semaphore>,
+    /// No forecast starts before this (the rest after the last one).
+    rest_until: Arc<Mutex<Instant>>,
 }
 
 impl PageForecasts {
     pub fn new(state_root: PathBuf) -> PageForecasts {
         PageForecasts {
             latency: LatencyStore::new(&state_root),
-            cache: Mutex::new(HashMap::new()),
+            cache: Arc::new(Mutex::new(HashMap::new())),
             busy: Arc::new(Semaphore::new(1)),
+            rest_until: Arc::new(Mutex::new(Instant::now())),
         }
     }
 
@@ -79,8 +90,11 @@ impl PageForecasts {
                 None => None,
             }
         };
-        // One at a time: a page asking while another forecast runs gets the
+        // One at a time, and not while resting: a page asking then gets the
         // last one made (or none).
+        if Instant::now() < *self.rest_until.lock().unwrap_or_else(|p| p.into_inner()) {
+            return stale;
+        }
         let Ok(permit) = self.busy.clone().try_acquire_owned() else {
             return stale;
         };
@@ -103,9 +117,12 @@ impl PageForecasts {
             .first()
             .map(|w| w.value.timezone.value.clone());
         let latency = self.latency.clone();
+        let (cache, rest_until) = (self.cache.clone(), self.rest_until.clone());
         let name = pool.to_string();
+        // The job finishes (within WORK) and keeps its result whether or not
+        // the page that asked is still waiting: no work is thrown away.
         let job = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+            let began = Instant::now();
             let latencies = Latencies::choose(latency.load(&name).as_ref(), sim.as_ref());
             let case = Case {
                 pool: &observed,
@@ -113,31 +130,45 @@ impl PageForecasts {
                 settings: &settings,
                 poll,
             };
-            forecast_within(&case, &latencies, RUNS, 1, now, Some(DEADLINE / 2))
-        });
-        let value = match tokio::time::timeout(DEADLINE, job).await {
-            Ok(Ok(Ok(f))) => serde_json::to_value(&f).ok().map(|mut v| {
-                if let (Some(tz), Some(o)) = (timezone, v.as_object_mut()) {
-                    o.insert("timezone".into(), tz.into());
+            let limits = Limits {
+                deadline: Some(began + WORK),
+                threads: 1,
+            };
+            let value = match forecast_within(&case, &latencies, RUNS, 1, now, limits) {
+                Ok(f) => serde_json::to_value(&f).ok().map(|mut v| {
+                    if let (Some(tz), Some(o)) = (timezone, v.as_object_mut()) {
+                        o.insert("timezone".into(), tz.into());
+                    }
+                    v
+                }),
+                Err(e) if e.is::<OutOfTime>() => Some(serde_json::json!({
+                    "unavailable": format!(
+                        "too large to forecast on this page ({} nodes): run `poolwright forecast --pool {name}`",
+                        observed.nodes.len()
+                    )
+                })),
+                Err(e) => {
+                    tracing::warn!(pool = %name, "forecast for the status page failed: {e:#}");
+                    None
                 }
-                v
-            }),
-            Ok(Ok(Err(e))) => {
-                tracing::warn!(pool, "forecast for the status page failed: {e:#}");
-                None
-            }
-            // Too slow (a very large pool): the page goes without, and the
-            // next ask after the deadline tries again.
+            };
+            *rest_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                Instant::now() + began.elapsed() * REST;
+            cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                name,
+                Cached {
+                    key,
+                    at: Instant::now(),
+                    value: value.clone(),
+                },
+            );
+            drop(permit);
+            value
+        });
+        // The work is bounded by WORK and a look; the wait, a little more.
+        match tokio::time::timeout(WORK * 2, job).await {
+            Ok(Ok(value)) => value,
             _ => stale,
-        };
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            pool.to_string(),
-            Cached {
-                key,
-                at: Instant::now(),
-                value: value.clone(),
-            },
-        );
-        value
+        }
     }
 }

@@ -21,9 +21,9 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::access::Peer;
 use super::board::{ConfigStatus, DaemonInfo, PoolStatus, ReconcileStatus};
 use super::feed::{Message, PageNode, Stamped};
+use super::peer_id::Peer;
 use super::shared::HttpState;
 use crate::plan::Plan;
 use crate::plan::render::{Style, render_text};
@@ -243,7 +243,7 @@ pub async fn pool_page(
         (Peer::Tcp { .. }, Some(rules)) => {
             rules.token_file.is_some()
                 && headers.contains_key(header::AUTHORIZATION)
-                && rules.check_token(&headers).is_ok()
+                && rules.check_token(&headers, &peer).is_ok()
         }
         _ => false,
     };
@@ -284,7 +284,11 @@ pub struct StreamQuery {
 /// status) and `config` messages. With `?pool=NAME`, rollout and pool
 /// messages of that pool only. A subscriber that falls behind is cut off;
 /// an EventSource reconnects by itself.
-pub async fn events_stream(State(s): State<HttpState>, Query(q): Query<StreamQuery>) -> Response {
+pub async fn events_stream(
+    State(s): State<HttpState>,
+    Extension(peer): Extension<Peer>,
+    Query(q): Query<StreamQuery>,
+) -> Response {
     if let Some(p) = &q.pool
         && !is_dns_label(p, 63)
     {
@@ -294,15 +298,29 @@ pub async fn events_stream(State(s): State<HttpState>, Query(q): Query<StreamQue
         )
             .into_response();
     }
-    let Some(slot) = s.feed.stream_slot() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{} live streams are open, the most served at once; try again later\n",
-                super::feed::MAX_STREAMS
-            ),
-        )
-            .into_response();
+    let who = super::peer_id::identity(&peer);
+    let slot = match s.feed.stream_slot(&who) {
+        Ok(slot) => slot,
+        Err(super::feed::NoPlace::Full) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{} live streams are open, the most served at once; try again later\n",
+                    super::feed::MAX_STREAMS
+                ),
+            )
+                .into_response();
+        }
+        Err(super::feed::NoPlace::PeerFull) => {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{who} holds {} live streams, the most one peer may; close one first\n",
+                    super::feed::MAX_STREAMS_PER_PEER
+                ),
+            )
+                .into_response();
+        }
     };
     let rx = s.feed.subscribe();
     // Whatever changed before this subscriber came is in the document it

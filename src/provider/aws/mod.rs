@@ -580,6 +580,7 @@ impl Provider for Aws {
                 .unwrap_or(DEFAULT_POLL),
             // Capacity calls are absolute and checked against the group instead.
             idempotency_keys: false,
+            acts_on: None,
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Options {
     pub timeout: Duration,
     /// Whether requests carry a token (then a request without one must be refused).
     pub has_token: bool,
+    /// A size the plug-in must refuse with 403 `quota-exceeded` (there is no
+    /// way to find one from outside; the quota check is skipped without it).
+    pub quota_size: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -285,9 +288,9 @@ async fn capabilities(b: &mut Battery<'_>) -> bool {
     let outcome = match b.http.plugin_capabilities().await {
         Ok(c) => {
             let fields: BTreeSet<_> = c.template_fields.iter().collect();
-            let needed: Vec<&str> = wire::TemplateField::set_in(&b.opts.template)
+            let needed: Vec<&str> = crate::model::TemplateField::set_in(&b.opts.template)
                 .into_iter()
-                .chain(wire::TemplateField::set_in(&b.opts.new_template))
+                .chain(crate::model::TemplateField::set_in(&b.opts.new_template))
                 .filter(|f| !fields.contains(f))
                 .map(|f| f.as_str())
                 .collect();
@@ -316,6 +319,12 @@ async fn battery(b: &mut Battery<'_>) {
     b.record("describe-after-create", seen);
     let batch = describe_batch(b, &a).await;
     b.record("describe-batch", batch);
+    let r = describe_batch_limit(b, &a).await;
+    b.record("describe-batch-limit", r);
+    let r = adopt(b, &a).await;
+    b.record("adopt", r);
+    let r = duplicate_pool(b, &a).await;
+    b.record("create-pool-duplicate", r);
     let r = resize(b, &a, 3).await;
     b.record("grow", r);
     let r = resize(b, &a, 2).await;
@@ -336,7 +345,17 @@ async fn battery(b: &mut Battery<'_>) {
         let r = reimage(b, &a).await;
         b.record("reimage", r);
     } else {
-        b.skip("reimage", "the plug-in does not reimage (capabilities)");
+        let r = reimage_unsupported(b, &a).await;
+        b.record("reimage-unsupported", r);
+    }
+    if let Some(size) = b.opts.quota_size {
+        let r = quota(b, &a, size).await;
+        b.record("quota-exceeded", r);
+    } else {
+        b.skip(
+            "quota-exceeded",
+            "no size the plug-in must refuse given (--quota-size)",
+        );
     }
     let bp = b.pool("b");
     let r = idempotent_create_pool(b, &bp).await;
@@ -425,6 +444,126 @@ async fn describe_batch(b: &Battery<'_>, pool: &str) -> Outcome {
             "asked for {pool} and {missing}, answered {names:?}"
         ))
     }
+}
+
+/// Exactly `describeBatchSize` names are answered; one more is refused as
+/// `invalid`, not silently cut short.
+async fn describe_batch_limit(b: &Battery<'_>, pool: &str) -> Outcome {
+    let batch = b.caps.as_ref().map_or(1, |c| c.describe_batch_size) as usize;
+    let mut names = vec![pool.to_string()];
+    names.extend((1..=batch).map(|i| format!("{}-{i}", b.pool("missing"))));
+    let describe = |names: &[String]| {
+        Call::query(
+            format!("Describe({} pools)", names.len()),
+            vec!["v1", "describe"],
+            &wire::DescribeRequest {
+                pools: names.to_vec(),
+            },
+        )
+    };
+    let full = b.raw(&describe(&names[..batch])).await?;
+    if !full.status.is_success() {
+        return Err(format!(
+            "describing describeBatchSize ({batch}) pools answered {}",
+            full.status
+        ));
+    }
+    let over = b.raw(&describe(&names)).await?;
+    problem_with(
+        &over,
+        &[StatusCode::BAD_REQUEST, StatusCode::UNPROCESSABLE_ENTITY],
+        ProblemType::Invalid,
+    )
+    .map(|seen| {
+        format!(
+            "{batch} names answered; {} names refused: {seen}",
+            batch + 1
+        )
+    })
+}
+
+/// Adopting a pool marks it managed (again: the check created it); a
+/// missing pool is not-found.
+async fn adopt(b: &Battery<'_>, pool: &str) -> Outcome {
+    b.http
+        .adopt_pool(pool, &key("adopt"))
+        .await
+        .map_err(|e| format!("adopting {pool}: {e}"))?;
+    match b
+        .http
+        .adopt_pool(&b.pool("missing"), &key("adopt-missing"))
+        .await
+    {
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            Ok(format!("{pool} adopted; a missing pool answers not-found"))
+        }
+        Err(e) => Err(format!("adopting a missing pool: {e} (want not-found)")),
+        Ok(()) => Err("adopting a missing pool succeeded (want not-found)".into()),
+    }
+}
+
+/// Creating a pool whose name exists, under a new key, is a conflict.
+async fn duplicate_pool(b: &Battery<'_>, pool: &str) -> Outcome {
+    let spec = b.spec(pool, 1);
+    let k = key("create-duplicate");
+    let call = Call::mutate(
+        "CreatePool".into(),
+        Method::POST,
+        vec!["v1", "pools"],
+        Some(&wire::CreatePoolRequest {
+            template_hash: spec.template.hash(),
+            pool: spec,
+        }),
+        &k,
+    );
+    let a = b.raw(&call).await?;
+    problem_with(&a, &[StatusCode::CONFLICT], ProblemType::Conflict)
+}
+
+/// A plug-in that does not reimage says so with 501, not by acting.
+async fn reimage_unsupported(b: &Battery<'_>, pool: &str) -> Outcome {
+    let p = b.describe(pool).await?.ok_or("pool absent")?;
+    let node = live(&p)
+        .first()
+        .map(|n| n.id.to_string())
+        .ok_or("no node to ask a reimage of")?;
+    let k = key("reimage-unsupported");
+    let call = Call::mutate(
+        format!("ReimageNode({pool}, {node})"),
+        Method::POST,
+        vec!["v1", "pools", pool, "nodes", &node, "reimage"],
+        Some(&wire::ReimageNodeRequest {
+            template_hash: b.opts.template.hash(),
+        }),
+        &k,
+    );
+    let a = b.raw(&call).await?;
+    problem_with(&a, &[StatusCode::NOT_IMPLEMENTED], ProblemType::Unsupported)
+}
+
+/// Growing to a size over the quota is refused with 403 `quota-exceeded`,
+/// and nothing is launched.
+async fn quota(b: &Battery<'_>, pool: &str, size: u32) -> Outcome {
+    let before = b.describe(pool).await?.ok_or("pool absent")?;
+    let k = key("quota");
+    let call = Call::mutate(
+        "SetSize".into(),
+        Method::PUT,
+        vec!["v1", "pools", pool, "size"],
+        Some(&wire::SetSizeRequest { size }),
+        &k,
+    );
+    let a = b.raw(&call).await?;
+    let seen = problem_with(&a, &[StatusCode::FORBIDDEN], ProblemType::QuotaExceeded)?;
+    let after = b.describe(pool).await?.ok_or("pool absent")?;
+    if after.size != before.size || live(&after).len() > live(&before).len() {
+        return Err(format!(
+            "refused, but the pool went from {} to {}",
+            summary(Some(&before)),
+            summary(Some(&after))
+        ));
+    }
+    Ok(format!("size {size}: {seen}; nothing launched"))
 }
 
 async fn resize(b: &Battery<'_>, pool: &str, to: u32) -> Outcome {

@@ -27,7 +27,6 @@ use async_trait::async_trait;
 use reqwest::{Method, Url};
 
 use self::transport::{Call, Token, Transport};
-use self::wire::TemplateField;
 use super::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::model::{Bounds, InPlace, Node, NodeTemplate, ObservedPool, PoolSpec};
 use crate::spec::types::HttpProvider;
@@ -36,6 +35,8 @@ use crate::spec::types::HttpProvider;
 const CAPABILITIES_TTL: Duration = Duration::from_secs(300);
 const DEFAULT_POLL: Duration = Duration::from_secs(5);
 const DEFAULT_ATTEMPTS: u32 = 5;
+/// A call's bound, retries included (as the AWS provider's default).
+const DEFAULT_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Largest pool size a plug-in may report (the documents' own limit).
 pub const MAX_POOL_SIZE: u32 = 100_000;
 /// Largest CA bundle or client certificate file.
@@ -51,11 +52,7 @@ pub struct Http {
 
 /// A settings path, relative to the provider document's directory.
 fn resolve(base: &Path, p: &Path) -> std::path::PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
+    base.join(crate::files::expand_home(p))
 }
 
 fn read_pem(what: &str, path: &Path) -> std::result::Result<Vec<u8>, String> {
@@ -130,6 +127,10 @@ impl Http {
                     .max_attempts
                     .as_ref()
                     .map_or(DEFAULT_ATTEMPTS, |a| a.value),
+                settings
+                    .operation_timeout
+                    .as_ref()
+                    .map_or(DEFAULT_OPERATION_TIMEOUT, |o| o.value.as_std()),
             ),
             poll_interval: settings.poll_interval.as_ref().map(|d| d.value.as_std()),
             caps: RwLock::new(None),
@@ -169,29 +170,15 @@ impl Http {
     /// ignore them, and the pool would silently differ from its document.
     async fn check_template(&self, call: &str, t: &NodeTemplate) -> Result<()> {
         let caps = self.plugin_capabilities().await?;
-        let missing: Vec<&str> = TemplateField::set_in(t)
-            .into_iter()
-            .filter(|f| !caps.template_fields.contains(f))
-            .map(TemplateField::as_str)
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
+        let who = format!("plug-in {}", caps.name);
+        match crate::model::template_refusal(&who, &caps.template_fields, t) {
+            None => Ok(()),
+            Some(why) => Err(ProviderError::new(
+                call,
+                ErrorKind::Rejected,
+                format!("{why}. Nothing was sent"),
+            )),
         }
-        let known: Vec<&str> = caps.template_fields.iter().map(|f| f.as_str()).collect();
-        Err(ProviderError::new(
-            call,
-            ErrorKind::Rejected,
-            format!(
-                "plug-in {} does not act on template field(s) {}; it acts on: {}. Nothing was sent",
-                caps.name,
-                missing.join(", "),
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ),
-        ))
     }
 
     /// A pool name as a URL path segment: only names of the desired state's
@@ -387,6 +374,7 @@ impl Provider for Http {
                 })
                 .unwrap_or(DEFAULT_POLL),
             idempotency_keys: true,
+            acts_on: caps.map(|c| c.template_fields.clone()),
         }
     }
 
@@ -609,7 +597,7 @@ impl Provider for Http {
             name,
             Method::POST,
             vec!["v1", "pools", seg, "adopt"],
-            Some(&wire::Ack {}),
+            Some(&wire::AdoptPoolRequest {}),
             key,
         );
         self.transport
@@ -835,6 +823,37 @@ mod hostile {
         );
         let e = describe_error(r#"{"pools":[{"name":"web","size":1,"template":{},"nodes":[{"id":"n1","templateHash":"0000000000000001","state":"healthy","launchedAt":"2026-12-01T00:00:00Z"},{"id":"n1","templateHash":"0000000000000001","state":"healthy","launchedAt":"2026-12-01T00:00:00Z"}]}]}"#).await;
         assert!(e.message.contains("node \"n1\" appears twice"), "{e}");
+    }
+
+    /// A describe that never answers: with `timeout: 1s` and 5 attempts the
+    /// retries alone would take 5 s and more; `operationTimeout` ends it.
+    #[tokio::test]
+    async fn a_hanging_plugin_fails_the_call_at_the_operation_timeout() {
+        let app = caps().route(
+            "/v1/describe",
+            post(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                json("{}")
+            }),
+        );
+        let url = serve(app).await;
+        let mut s = HttpProvider::at(&url);
+        s.timeout = crate::spec::located::At::bare(crate::spec::values::Duration::secs(1));
+        s.max_attempts = Some(crate::spec::located::At::bare(5));
+        s.operation_timeout = Some(crate::spec::located::At::bare(
+            crate::spec::values::Duration(std::time::Duration::from_millis(1500)),
+        ));
+        let http = Http::new("hanging", &s, Path::new(".")).unwrap();
+        let started = std::time::Instant::now();
+        let e = http.describe_pools(&["web".into()]).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            took >= std::time::Duration::from_millis(1400)
+                && took < std::time::Duration::from_secs(3),
+            "took {took:?}: {e}"
+        );
+        assert!(e.message.contains("operationTimeout"), "{e}");
+        assert_eq!(e.kind, ErrorKind::Unavailable);
     }
 
     #[tokio::test]

@@ -98,6 +98,7 @@ pub fn document() -> Value {
         wire::CreateNodesResponse,
         wire::TerminateNodeRequest,
         wire::ReimageNodeRequest,
+        wire::AdoptPoolRequest,
         wire::SetBoundsRequest,
         crate::model::InPlace,
         wire::Ack,
@@ -148,20 +149,20 @@ pub fn document() -> Value {
                 &[], None, ("200", ok("Capabilities", "The capabilities")), &[])},
             "/v1/describe": {"post": operation(
                 "describePools", "Describe many pools in one call",
-                "Pools that do not exist are absent from the answer; pools that were not asked for must not appear. Safe to repeat (it reads only; no Idempotency-Key).",
-                &[], Some("DescribeRequest"), ("200", ok("DescribeResponse", "The pools that exist")), &[])},
+                "Pools that do not exist are absent from the answer; pools that were not asked for must not appear. A request naming more pools than `describeBatchSize` is answered 400 or 422 `invalid` (poolwright never sends one). Safe to repeat (it reads only; no Idempotency-Key).",
+                &[], Some("DescribeRequest"), ("200", ok("DescribeResponse", "The pools that exist")), &[("400", "Invalid")])},
             "/v1/pools": {"post": mutating(
                 "createPool", "Create (or adopt the name of) a pool",
                 "Create the pool at `pool.size` nodes on `pool.template`, each node stamped with `templateHash`. Answers 409 `conflict` when a pool of that name exists and was not created under this key.",
                 &[], Some("CreatePoolRequest"), ("201", ok("Ack", "Created")), &[("409", "Conflict"), ("403", "QuotaExceeded")])},
             "/v1/pools/{pool}": {"delete": mutating(
                 "deletePool", "Delete a pool and its nodes",
-                "Deleting a pool that does not exist answers 404 `not-found`.",
+                "Deleting a pool that does not exist answers 404 `not-found`. The pool may stay in describe answers while its nodes terminate (they report `terminating`), or leave them at once: poolwright forgets the pool when the delete is answered and does not ask about it again.",
                 &["Pool"], None, ("200", ok("Ack", "Deleted (nodes may still be terminating)")), &[("404", "NotFound")])},
             "/v1/pools/{pool}/adopt": {"post": mutating(
                 "adoptPool", "Start managing a pool that exists but was not created by poolwright",
-                "Mark it as managed (for example with a tag) so later calls may act on it.",
-                &["Pool"], Some("Ack"), ("200", ok("Ack", "Adopted")), &[("404", "NotFound")])},
+                "Mark it as managed (for example with a tag) so later calls may act on it. The body is `AdoptPoolRequest`, an empty object today: ignore fields you do not know. Adopting a pool that is already managed succeeds.",
+                &["Pool"], Some("AdoptPoolRequest"), ("200", ok("Ack", "Adopted")), &[("404", "NotFound")])},
             "/v1/pools/{pool}/size": {"put": mutating(
                 "setSize", "Hold exactly `size` nodes",
                 "Absolute. Growing launches nodes on the current template; shrinking lets the plug-in choose which nodes go (poolwright terminates chosen nodes itself when it matters).",
@@ -188,7 +189,7 @@ pub fn document() -> Value {
                 &["Pool", "Node"], Some("TerminateNodeRequest"), ("200", ok("Ack", "Terminating")), &[("404", "NotFound")])},
             "/v1/pools/{pool}/nodes/{node}/reimage": {"post": mutating(
                 "reimageNode", "Rebuild the node in place onto the current template",
-                "Only when the capabilities say `reimage: true` (otherwise 501). The node keeps its id, reports `pending` while rebuilding and `templateHash` once done.",
+                "Only when the capabilities say `reimage: true` (otherwise 501 `unsupported`). The node keeps its id. While it rebuilds it reports `state: pending`, with the old or the new `templateHash` (either is fine); once done it reports the request's `templateHash` and `healthy` when it can take work. A node that reports neither (still in its old state on the old hash) tells poolwright the request never arrived: it is sent again under the same Idempotency-Key.",
                 &["Pool", "Node"], Some("ReimageNodeRequest"), ("200", ok("Ack", "Reimaging")), &[("404", "NotFound"), ("501", "Unsupported")])},
         },
         "components": {
@@ -196,7 +197,7 @@ pub fn document() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "From the provider document's tokenFile or tokenEnv."}},
             "parameters": {
                 "Pool": {"name": "pool", "in": "path", "required": true, "description": "A pool name: an RFC 1123 label.", "schema": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
-                "Node": {"name": "node", "in": "path", "required": true, "description": "A node id as describe reported it (percent-encoded).", "schema": {"type": "string", "minLength": 1, "maxLength": 253}},
+                "Node": {"name": "node", "in": "path", "required": true, "description": "A node id as describe reported it: 1 to 253 printable ASCII characters, no `/`, not `.` or `..`. poolwright percent-encodes it as a URL path segment (RFC 3986): exactly `\"`, `#`, `%`, `<`, `>`, `?`, `\\`, `` ` ``, `{` and `}` are encoded; every other character, `+ & = ; , : @ ! $ ' ( ) * [ ] ^ |` and `~` among them, arrives as it is. Percent-decode the segment; never read `+` as a space.", "schema": {"type": "string", "minLength": 1, "maxLength": 253}},
                 "IdempotencyKey": {"name": "Idempotency-Key", "in": "header", "required": true, "description": "Names the intent: a UUID (RFC 9562 version 8) that poolwright derives from its journal, so a retry or a resume repeats it. Record it durably with the answer; it may be passed on to a platform that takes UUID request ids.", "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
             },
             "responses": {
@@ -217,7 +218,7 @@ pub fn document() -> Value {
 fn problem_response(description: &str) -> Value {
     json!({
         "description": description,
-        "headers": {"Retry-After": {"description": "Seconds, or an HTTP date, to wait before retrying (429 and 503).", "schema": {"type": "string"}}},
+        "headers": {"Retry-After": {"description": "Seconds, or an HTTP date, to wait before retrying: on 429 and 503, and on a 409 whose request under the same Idempotency-Key is still in progress (poolwright waits and asks again; a 409 without it is not retried).", "schema": {"type": "string"}}},
         "content": {"application/problem+json": {"schema": schema_ref("Problem")}}
     })
 }

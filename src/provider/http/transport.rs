@@ -98,6 +98,8 @@ pub struct Transport {
     token: Token,
     headers: HeaderMap,
     max_attempts: u32,
+    /// The bound on one call, its retries and their waits included.
+    operation_timeout: Duration,
 }
 
 /// One request, before it is sent.
@@ -192,6 +194,7 @@ impl Transport {
         token: Token,
         headers: HeaderMap,
         max_attempts: u32,
+        operation_timeout: Duration,
     ) -> Transport {
         Transport {
             base,
@@ -199,6 +202,7 @@ impl Transport {
             token,
             headers,
             max_attempts: max_attempts.max(1),
+            operation_timeout,
         }
     }
 
@@ -212,8 +216,22 @@ impl Transport {
     pub async fn send_raw(&self, call: &Call<'_>) -> Result<Vec<u8>, ProviderError> {
         let mut backoff = Duration::from_millis(100);
         let mut attempt = 1;
+        let deadline = tokio::time::Instant::now() + self.operation_timeout;
         loop {
-            match self.once(call).await {
+            let Ok(answer) = tokio::time::timeout_at(deadline, self.once(call)).await else {
+                let mut e = ProviderError::new(
+                    call.name.clone(),
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{} did not finish within operationTimeout ({}s, {attempt} attempt(s))",
+                        call.route(&self.base),
+                        self.operation_timeout.as_secs_f64()
+                    ),
+                );
+                e.retried = true;
+                return Err(e);
+            };
+            match answer {
                 Ok(bytes) => return Ok(bytes),
                 Err(f) if f.retryable && attempt < self.max_attempts => {
                     // Full jitter under an exponential cap; a Retry-After is a floor.
@@ -222,6 +240,18 @@ impl Transport {
                     );
                     let jittered = backoff.mul_f64(rng.random_range(0.5..1.0));
                     let wait = f.retry_after.map_or(jittered, |r| r.max(jittered));
+                    // A wait that would end past the deadline is not waited:
+                    // the call fails now, with the answer that made it wait.
+                    if tokio::time::Instant::now() + wait >= deadline {
+                        let mut e = f.error;
+                        e.message = format!(
+                            "{} (gave up after {attempt} attempt(s): the next would start after operationTimeout, {}s)",
+                            e.message,
+                            self.operation_timeout.as_secs_f64()
+                        );
+                        e.retried = true;
+                        return Err(e);
+                    }
                     tracing::debug!(
                         call = %call.name,
                         attempt,
@@ -549,5 +579,27 @@ mod tests {
         assert_eq!(t.current().unwrap().as_deref(), Some("second-token"));
         std::fs::write(&path, "").unwrap();
         assert!(t.current().unwrap_err().contains("is empty"));
+    }
+}
+
+#[cfg(test)]
+mod encoding {
+    use super::*;
+
+    /// What the contract says of a node id in a path: exactly these
+    /// characters are percent-encoded, every other printable one is sent raw.
+    #[test]
+    fn a_node_id_is_percent_encoded_as_the_contract_says() {
+        let base = Url::parse("http://127.0.0.1:9/").unwrap();
+        let encoded: String = (b'!'..=b'~')
+            .map(char::from)
+            .filter(|c| *c != '/')
+            .filter(|c| {
+                let id = format!("n{c}n");
+                let call = Call::get("x".into(), vec!["v1", "pools", "web", "nodes", &id]);
+                !call.route(&base).ends_with(&format!("/nodes/{id}"))
+            })
+            .collect();
+        assert_eq!(encoded, "\"#%<>?\\`{}");
     }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateHash};
+use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateField, TemplateHash};
 
 /// The protocol version a plug-in must declare in its capabilities.
 pub const PROTOCOL: &str = "poolwright.io/plugin/v1";
@@ -46,66 +46,6 @@ pub struct Capabilities {
     /// The template fields the plug-in acts on. A pool whose template sets any
     /// other field is refused before anything is created or changed.
     pub template_fields: Vec<TemplateField>,
-}
-
-/// A field of a node template (`NodeTemplate`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum TemplateField {
-    Image,
-    InstanceType,
-    KubernetesVersion,
-    LaunchTemplate,
-    InstanceTypes,
-    Plugin,
-}
-
-impl TemplateField {
-    pub const ALL: [TemplateField; 6] = [
-        TemplateField::Image,
-        TemplateField::InstanceType,
-        TemplateField::KubernetesVersion,
-        TemplateField::LaunchTemplate,
-        TemplateField::InstanceTypes,
-        TemplateField::Plugin,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TemplateField::Image => "image",
-            TemplateField::InstanceType => "instanceType",
-            TemplateField::KubernetesVersion => "kubernetesVersion",
-            TemplateField::LaunchTemplate => "launchTemplate",
-            TemplateField::InstanceTypes => "instanceTypes",
-            TemplateField::Plugin => "plugin",
-        }
-    }
-
-    /// The fields a template sets.
-    pub fn set_in(t: &NodeTemplate) -> Vec<TemplateField> {
-        let mut out = Vec::new();
-        if t.image.is_some() {
-            out.push(TemplateField::Image);
-        }
-        if t.instance_type.is_some() {
-            out.push(TemplateField::InstanceType);
-        }
-        if t.kubernetes_version.is_some() {
-            out.push(TemplateField::KubernetesVersion);
-        }
-        if t.launch_template.is_some() {
-            out.push(TemplateField::LaunchTemplate);
-        }
-        if !t.instance_types.is_empty() {
-            out.push(TemplateField::InstanceTypes);
-        }
-        if !t.plugin.is_empty() {
-            out.push(TemplateField::Plugin);
-        }
-        out
-    }
 }
 
 /// `POST /v1/describe`: many pools, one call.
@@ -274,6 +214,11 @@ pub struct ReimageNodeRequest {
 pub struct SetBoundsRequest {
     pub bounds: Option<Bounds>,
 }
+
+/// `POST /v1/pools/{pool}/adopt`: the empty object `{}` today. A plug-in
+/// ignores fields it does not know, so later versions may add some.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AdoptPoolRequest {}
 
 /// An empty JSON object: the answer of calls that return nothing else.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

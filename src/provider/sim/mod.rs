@@ -832,6 +832,7 @@ impl Provider for Sim {
             )
             .unwrap_or(std::time::Duration::from_secs(1)),
             idempotency_keys: false,
+            acts_on: None,
         }
     }
 

@@ -51,6 +51,7 @@ pub fn settings(size: u32, surge: u32, unavailable: u32) -> Settings {
         reimage: false,
         checkpoints: Vec::new(),
         progress_deadline: None,
+        count_terminating: false,
         waves: false,
         disruption: Disruption::default(),
         order: Default::default(),

@@ -136,7 +136,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::tally::Tally;
     use super::*;
-    use crate::model::Node;
+    use crate::model::{Node, NodeTemplate};
     use crate::spec::located::At;
     use crate::spec::types::{ChangeClass, Disruption, DisruptionPolicy};
 
@@ -204,6 +204,28 @@ mod tests {
         };
         let (_, g) = evaluate_with(s, &work(), t0());
         assert!(!g.held && g.open);
+    }
+
+    #[test]
+    fn a_roll_superseded_mid_way_keeps_the_classes_of_its_old_nodes() {
+        // An image roll under way; an instance type edit supersedes it once
+        // the template is set: the rest still changes the image.
+        let prior = state(4, 1, 0);
+        let labelled = NodeTemplate {
+            instance_type: Some("m7.large".into()),
+            ..new()
+        };
+        let nodes: Vec<Node> = (0..4).map(|i| healthy(&format!("o{i}"), &old())).collect();
+        let s = crate::rollout::begin(
+            "web",
+            labelled,
+            new(),
+            settings(4, 1, 0),
+            &nodes,
+            Some(&prior),
+            t0(),
+        );
+        assert_eq!(s.classes, vec![ChangeClass::Config, ChangeClass::Image]);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub(super) fn reconcile(d: &mut Decision, nodes: &[Node], quiet: Option<&dyn Qui
                 // Reimaged: from here on a new node like any other.
                 s.marks.remove(&*n.id);
             }
+            Some(Mark::Reimaging { .. }) if n.state == NodeState::Pending => {
+                // Rebuilding: the call reached the plug-in, which may report
+                // the old hash until the node is done.
+            }
             Some(Mark::Reimaging { .. }) => {
                 d.actions.push(Action::Reimage {
                     node: n.id.to_string(),
@@ -84,9 +88,19 @@ mod tests {
         s.marks.insert("o0".into(), Mark::Terminating { at: t0() });
         s.marks.insert("o1".into(), Mark::Reimaging { at: t0() });
         s.marks.insert("o2".into(), Mark::Reimaging { at: t0() });
+        s.marks.insert("o3".into(), Mark::Reimaging { at: t0() });
         let mut reimaged = healthy("o2", &new());
         reimaged.state = NodeState::Pending;
-        let nodes = vec![healthy("o0", &old()), healthy("o1", &old()), reimaged];
+        // Rebuilding, still on the old hash (one reading of the contract):
+        // the call is not sent again.
+        let mut rebuilding = healthy("o3", &old());
+        rebuilding.state = NodeState::Pending;
+        let nodes = vec![
+            healthy("o0", &old()),
+            healthy("o1", &old()),
+            reimaged,
+            rebuilding,
+        ];
         let mut d = Decision {
             state: s,
             actions: vec![],
@@ -102,6 +116,7 @@ mod tests {
             !d.state.marks.contains_key("o2"),
             "a reimaged node is a new node"
         );
+        assert!(d.state.marks.contains_key("o3"), "still reimaging");
         assert_eq!(
             d.actions,
             vec![

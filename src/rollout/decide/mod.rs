@@ -316,7 +316,11 @@ pub fn begin(
                 && is_available(n, target_hash, &carried, settings.min_ready, now)
         })
         .count() as u32;
-    let classes = change::classify(&from, &target);
+    // A superseded roll's old nodes still make the change it was making.
+    let classes = match prior {
+        Some(p) => change::union(&change::classify(&from, &target), &p.classes),
+        None => change::classify(&from, &target),
+    };
     let previous = Some(from).filter(|f| f.hash() != target_hash);
     RolloutState {
         pool: pool.to_string(),

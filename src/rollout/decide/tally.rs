@@ -10,7 +10,9 @@ use crate::rollout::state::Mark;
 /// The counts the later phases decide from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Tally {
-    /// Nodes that count against size + surge.
+    /// Nodes that count against size + surge: those listed (or the
+    /// provider's size, when larger), and with `countTerminating` the
+    /// terminating ones.
     pub total: u32,
     pub available: u32,
     /// Nodes on the target template not on their way out.
@@ -90,8 +92,18 @@ impl Tally {
         updated_available += new;
         let listed = (live.len() as u32).saturating_add(old).saturating_add(new);
         let count = |f: fn(&Mark) -> bool| s.marks.values().filter(|m| f(m)).count() as u32;
+        // Terminating nodes are not live; with countTerminating they still
+        // count against size + surge, until they are gone.
+        let terminating = if s.settings.count_terminating {
+            inp.nodes
+                .iter()
+                .filter(|n| n.state == crate::model::NodeState::Terminating)
+                .count() as u32
+        } else {
+            0
+        };
         let t = Tally {
-            total: inp.provider_size.max(listed),
+            total: inp.provider_size.max(listed).saturating_add(terminating),
             available,
             updated_live,
             updated_available,

@@ -36,14 +36,15 @@ _TITLES = {
     "throttled": "Throttled",
     "invalid": "Invalid request",
     "unavailable": "Unavailable",
+    "unsupported": "Not implemented",
 }
 
 
 class Problem(Exception):
     """An RFC 9457 answer. Raised anywhere; the server renders it.
 
-    `kind` is one of the contract's six types; None means `about:blank`
-    (only for 501, which has no type of its own in the contract).
+    `kind` is one of the contract's types (`unsupported` for 501); None
+    means `about:blank`.
     """
 
     def __init__(

@@ -124,7 +124,7 @@ class App:
                 continue
             args = {k: unquote(v) for k, v in match.groupdict().items()}
             if name == "reimage":
-                raise p.Problem(501, None, "this plug-in does not reimage nodes (capabilities: reimage false)")
+                raise p.Problem(501, "unsupported", "this plug-in does not reimage nodes (capabilities: reimage false)")
             if not mutating:
                 return 200, getattr(self, name)(body), {}
             key = headers.get(KEY_HEADER)
@@ -337,7 +337,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # Malformed request lines and the like: a problem document, not HTML.
         self.close_connection = True
-        kind = None if code == 501 else "invalid" if code < 500 else "unavailable"
+        kind = "unsupported" if code == 501 else "invalid" if code < 500 else "unavailable"
         try:
             self._problem(p.Problem(code, kind, message or "bad request"))
         except Exception:
