@@ -1,6 +1,7 @@
 //! `poolwright run --git-url`: the config repo the daemon fetches, and the
 //! webhook that tells it to fetch at once.
 
+use crate::spec::values::InvalidValue;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -147,16 +148,16 @@ impl GitArgs {
 }
 
 /// A relative path inside the repository, without `..`.
-fn parse_repo_path(s: &str) -> Result<PathBuf, String> {
+fn parse_repo_path(s: &str) -> Result<PathBuf, InvalidValue> {
     let path = PathBuf::from(s.trim_end_matches('/'));
     if path.is_absolute()
         || path
             .components()
             .any(|c| !matches!(c, std::path::Component::Normal(_)))
     {
-        return Err(format!(
+        return Err(InvalidValue(format!(
             "{s:?}: a directory inside the repository, like pools or env/prod (no leading /, no ..)"
-        ));
+        )));
     }
     Ok(path)
 }

@@ -1,6 +1,7 @@
 //! The command-line interface: argument definitions and the commands' bodies.
 //! `main.rs` only parses arguments and turns the outcome into an exit code.
 
+use crate::spec::values::InvalidValue;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -294,13 +295,18 @@ pub enum LogFormat {
     Journald,
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d: jiff::SignedDuration = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))?;
-    let d = std::time::Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))?;
+fn parse_duration(s: &str) -> Result<std::time::Duration, InvalidValue> {
+    let d: jiff::SignedDuration = s.parse().map_err(|e| {
+        InvalidValue(format!(
+            "{s:?} is not a duration like 30s, 5m or 1h30m: {e}"
+        ))
+    })?;
+    let d =
+        std::time::Duration::try_from(d).map_err(|_| InvalidValue(format!("{s:?} is negative")))?;
     if d > crate::spec::values::MAX_DURATION {
-        return Err(format!("{s:?} is longer than the limit of 30 days"));
+        return Err(InvalidValue(format!(
+            "{s:?} is longer than the limit of 30 days"
+        )));
     }
     Ok(d)
 }
@@ -663,11 +669,13 @@ impl HaArgs {
     }
 }
 
-fn parse_pool_name(s: &str) -> Result<String, String> {
+fn parse_pool_name(s: &str) -> Result<String, InvalidValue> {
     if crate::spec::validate::is_dns_label(s, 63) {
         Ok(s.to_string())
     } else {
-        Err("a pool name is 1 to 63 lower-case letters, digits and '-'".into())
+        Err(InvalidValue(
+            "a pool name is 1 to 63 lower-case letters, digits and '-'".into(),
+        ))
     }
 }
 
@@ -719,20 +727,22 @@ impl ControlArgs {
     }
 }
 
-fn parse_identity(s: &str) -> Result<String, String> {
+fn parse_identity(s: &str) -> Result<String, InvalidValue> {
     if (1..=128).contains(&s.chars().count())
         && s.chars().all(|c| !c.is_control() && !c.is_whitespace())
     {
         Ok(s.to_string())
     } else {
-        Err("use 1 to 128 printable characters without spaces, unique per daemon".into())
+        Err(InvalidValue(
+            "use 1 to 128 printable characters without spaces, unique per daemon".into(),
+        ))
     }
 }
 
-fn parse_lease_name(s: &str) -> Result<String, String> {
+fn parse_lease_name(s: &str) -> Result<String, InvalidValue> {
     if crate::spec::validate::is_dns_label(s, 40) {
         Ok(s.to_string())
     } else {
-        Err("use 1 to 40 lower-case letters, digits and '-' (ConfigMaps are named LEASE-journal-POOL)".into())
+        Err(InvalidValue("use 1 to 40 lower-case letters, digits and '-' (ConfigMaps are named LEASE-journal-POOL)".into()))
     }
 }

@@ -1,6 +1,7 @@
 //! `poolwright plugin check URL` (the conformance kit) and
 //! `poolwright plugin openapi` (the published contract).
 
+use crate::spec::values::InvalidValue;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,7 +56,9 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE", requires = "client_cert")]
     client_key: Option<PathBuf>,
     /// A pool size the plug-in must refuse with 403 quota-exceeded (its quota
-    /// is not visible from outside; without this the quota check is skipped)
+    /// is not visible from outside; without this the quota check is skipped).
+    /// It is sent for real: a plug-in that accepts it launches the nodes, and
+    /// the check sets the size back at once
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     quota_size: Option<u32>,
     /// Per-request timeout
@@ -66,16 +69,16 @@ pub struct CheckArgs {
     output: Output,
 }
 
-fn parse_prefix(s: &str) -> Result<String, String> {
+fn parse_prefix(s: &str) -> Result<String, InvalidValue> {
     if crate::spec::validate::is_dns_label(s, 40) {
         Ok(s.to_string())
     } else {
-        Err("1 to 40 lower-case letters, digits and '-', starting and ending with a letter or digit".into())
+        Err(InvalidValue("1 to 40 lower-case letters, digits and '-', starting and ending with a letter or digit".into()))
     }
 }
 
-fn parse_template(s: &str) -> Result<NodeTemplate, String> {
-    serde_json::from_str(s).map_err(|e| format!("not a node template (JSON): {e}"))
+fn parse_template(s: &str) -> Result<NodeTemplate, InvalidValue> {
+    serde_json::from_str(s).map_err(|e| InvalidValue(format!("not a node template (JSON): {e}")))
 }
 
 pub(super) fn plugin(cmd: PluginCommand) -> anyhow::Result<u8> {

@@ -35,16 +35,17 @@ pub(super) fn rollout(
         .enable_all()
         .build()?;
     if action == RolloutAction::Status {
-        // Through a running daemon when there is one: its group's members
-        // may reach its socket but not read its journals.
-        if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
-            let r: Option<crate::rollout::RolloutState> =
-                rt.block_on(daemon.get_json(&format!("/v1/pools/{pool}/rollout")))?;
-            return Ok(print_status(r.as_ref(), pool));
-        }
-        let r = rt
-            .block_on(journal.load(pool))
-            .map_err(|e| unreadable(&state.root, e))?;
+        // The journal itself when it can be read; else through a running
+        // daemon (its group's members reach its socket, not its files).
+        let unread = match rt.block_on(journal.load(pool)) {
+            Ok(r) => return Ok(print_status(r.as_ref(), pool)),
+            Err(e) => e,
+        };
+        let Some(daemon) = rt.block_on(Client::find(&state.root)) else {
+            return Err(unreadable(&state.root, unread));
+        };
+        let r: Option<crate::rollout::RolloutState> =
+            rt.block_on(daemon.get_json(&format!("/v1/pools/{pool}/rollout")))?;
         return Ok(print_status(r.as_ref(), pool));
     }
     if let Some(daemon) = rt.block_on(Client::find_control(&state.root)) {

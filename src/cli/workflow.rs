@@ -136,21 +136,28 @@ pub(super) fn plan(
     }
     // Only the text is followed by more text: JSON and Markdown stay whole.
     let text = output == PlanOutput::Text;
-    if forecast && text {
-        print!(
-            "{}",
-            super::forecast_cmd::after_plan(&snap, &plan, &state, clock.now())?
-        );
-    }
-    if let Some(path) = out {
-        SavedPlan::new(dir, common, &snap, &plan, source, clock.now())?.save(path)?;
-        if text {
-            println!(
-                "\nSaved the plan to {}. Apply exactly it with: poolwright apply {}",
-                path.display(),
-                path.display()
-            );
+    // The plan is saved before it is forecast: a forecast never costs it.
+    let saved = match out {
+        Some(path) => {
+            SavedPlan::new(dir, common, &snap, &plan, source.clone(), clock.now())?.save(path)?;
+            Some(path)
         }
+        None => None,
+    };
+    if forecast && text {
+        match super::forecast_cmd::after_plan(&snap, &plan, &state, clock.now()) {
+            Ok(forecast) => print!("{forecast}"),
+            Err(e) => eprintln!("warning: no forecast: {e:#}"),
+        }
+    }
+    if let Some(path) = saved
+        && text
+    {
+        println!(
+            "\nSaved the plan to {}. Apply exactly it with: poolwright apply {}",
+            path.display(),
+            path.display()
+        );
     }
     let errors = plan.summary().errors;
     Ok(if errors > 0 {
@@ -345,8 +352,19 @@ pub(super) fn apply(
                 _ = int.recv() => "Interrupted",
                 _ = term.recv() => "Terminated (SIGTERM)",
             };
-            eprintln!("\n{what}: stopping at the next safe point (steps in flight finish)...");
+            eprintln!(
+                "\n{what}: stopping at the next safe point (steps in flight finish); \
+                 a second signal exits at once (the journal resumes either way)..."
+            );
             stop.request();
+            // A safe point may be minutes away (a drain): a second signal
+            // leaves now, as a crash would; every intent is journaled first.
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            eprintln!("Second signal: exiting now; the next apply resumes from the journal.");
+            std::process::exit(130);
         });
     }
     let ctx = ApplyContext {

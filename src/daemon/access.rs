@@ -265,8 +265,8 @@ impl Peer {
                 Some(pid) => format!("uid {uid} (pid {pid}) on the control socket"),
                 None => format!("uid {uid} on the control socket"),
             },
-            (Peer::Tcp { remote }, Some(id)) => format!("{id} from {remote}"),
-            (Peer::Tcp { remote }, None) => format!("{remote}"),
+            (Peer::Tcp { remote, .. }, Some(id)) => format!("{id} from {remote}"),
+            (Peer::Tcp { remote, .. }, None) => format!("{remote}"),
         }
     }
 }
@@ -292,6 +292,7 @@ mod tests {
     fn far() -> Peer {
         Peer::Tcp {
             remote: "192.0.2.1:5000".parse().unwrap(),
+            owner: None,
         }
     }
 
@@ -444,6 +445,7 @@ mod tests {
         );
         let other = Peer::Tcp {
             remote: "192.0.2.2:5000".parse().unwrap(),
+            owner: None,
         };
         assert!(
             r.check_token(&headers(&[("authorization", &good)]), &other)

@@ -82,13 +82,13 @@ impl Client {
             .map_err(|e| anyhow::anyhow!("GET {url}: reading the answer: {e}"))
     }
 
-    /// POST a JSON body; `Ok(Ok(text))` on success, `Ok(Err(text))` when the
-    /// daemon refused.
+    /// POST a JSON body; `Ok(Ok(text))` on success, `Ok(Err(refused))` when
+    /// the daemon answered with a refusal (its text says why).
     pub async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
-    ) -> anyhow::Result<Result<String, String>> {
+    ) -> anyhow::Result<Result<String, Refused>> {
         let url = format!("{}{path}", self.url);
         let resp = self
             .http
@@ -99,9 +99,14 @@ impl Client {
             .map_err(|e| anyhow::anyhow!("POST {url}: {e}"))?;
         let ok = resp.status().is_success();
         let text = resp.text().await.unwrap_or_default().trim_end().to_string();
-        Ok(if ok { Ok(text) } else { Err(text) })
+        Ok(if ok { Ok(text) } else { Err(Refused(text)) })
     }
 }
+
+/// The daemon's refusal of a state change, as it worded it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// `STATE/daemon.json`, read as any other file a user can touch: regular, small.
 fn read_daemon_file(state_dir: &Path) -> Option<DaemonFile> {

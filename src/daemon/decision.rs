@@ -58,7 +58,7 @@ pub fn steps(p: &PoolPlan) -> String {
         .join(", then ")
 }
 
-pub fn decide(f: &PoolFacts) -> PoolAction {
+pub fn choose_action(f: &PoolFacts) -> PoolAction {
     let p = f.plan;
     if let Some(running) = f.worker {
         return if running == f.key {
@@ -304,9 +304,12 @@ mod tests {
             ("go", facts(&work), PoolAction::Spawn),
         ];
         for (name, f, want) in cases {
-            assert_eq!(decide(&f), want, "{name}");
+            assert_eq!(choose_action(&f), want, "{name}");
         }
         let error = plan(Headline::Error, vec![]);
-        assert_eq!(decide(&facts(&error)), PoolAction::Error("because".into()));
+        assert_eq!(
+            choose_action(&facts(&error)),
+            PoolAction::Error("because".into())
+        );
     }
 }

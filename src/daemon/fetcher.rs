@@ -352,7 +352,8 @@ pub fn verify_commit(
     verify: &Verify,
     commit: &str,
 ) -> Result<(), (&'static str, String)> {
-    let trusted = Trusted::load(verify.format, &verify.keys).map_err(|e| ("signers", e))?;
+    let trusted =
+        Trusted::load(verify.format, &verify.keys).map_err(|e| ("signers", e.to_string()))?;
     let (signature, payload, time) = source
         .mirror
         .signature(commit)

@@ -75,7 +75,21 @@ pub async fn serve_tcp(listener: TcpListener, router: Router, limits: Limits, st
         match accepted {
             Ok((stream, remote)) => {
                 let _ = stream.set_nodelay(true);
-                spawn_connection(stream, Peer::Tcp { remote }, &router, limits, &slots);
+                let Ok(local) = stream.local_addr() else {
+                    continue;
+                };
+                // Who a connection from this host belongs to is read from
+                // /proc once, off the async threads, before it is served.
+                let (router, slots) = (router.clone(), slots.clone());
+                tokio::spawn(async move {
+                    let peer = tokio::task::spawn_blocking(move || Peer::tcp(remote, local))
+                        .await
+                        .unwrap_or(Peer::Tcp {
+                            remote,
+                            owner: None,
+                        });
+                    spawn_connection(stream, peer, &router, limits, &slots);
+                });
             }
             Err(e) => accept_failed(&e).await,
         }

@@ -258,14 +258,14 @@ impl Previewer {
             }
         };
         if let Err(e) = same_backends(&config, &base.config) {
-            preview.errors.push(e);
+            preview.errors.push(e.to_string());
             return preview;
         }
         let plan = self.plan(&config, base).await;
         let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
-                preview.errors.push(e);
+                preview.errors.push(e.to_string());
                 return preview;
             }
         };
@@ -329,7 +329,7 @@ impl Previewer {
 
     /// Observe the pools of `config` through the providers in force, read
     /// the journals, and plan. Read-only.
-    async fn plan(&self, config: &Config, base: &Base) -> Result<Plan, String> {
+    async fn plan(&self, config: &Config, base: &Base) -> anyhow::Result<Plan> {
         let inventory = self
             .inventory
             .lock()
@@ -342,7 +342,7 @@ impl Previewer {
             .journal
             .all()
             .await
-            .map_err(|e| format!("reading the rollout journals: {e:#}"))?;
+            .map_err(|e| anyhow::anyhow!("reading the rollout journals: {e:#}"))?;
         observed.fleets = self
             .feed
             .fleets
@@ -360,13 +360,19 @@ impl Previewer {
 
 /// A ref is planned with the providers and clusters in force, so it may not
 /// change them.
-fn same_backends(config: &Config, in_force: &Config) -> Result<(), String> {
+fn same_backends(config: &Config, in_force: &Config) -> Result<(), ChangesBackends> {
     let differ = config.backends_changed_from(in_force);
     if differ.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "changes {}: a preview is planned with the providers and clusters in force (their tokens, certificates and kubeconfigs are the bastion's), so it is planned once they are merged",
-        differ.join(", ")
-    ))
+    Err(ChangesBackends(differ))
 }
+
+/// A ref that changes providers or clusters ("provider NAME (FILE)"): it is
+/// not previewed until they are merged.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "changes {}: a preview is planned with the providers and clusters in force (their tokens, certificates and kubeconfigs are the bastion's), so it is planned once they are merged",
+    .0.join(", ")
+)]
+struct ChangesBackends(Vec<String>);

@@ -14,7 +14,7 @@ use super::board::{Board, DaemonInfo};
 use super::feed::Feed;
 use super::metrics::{self, Metrics};
 use super::reconciler::fleet::GateRead;
-use super::reconciler::{ControlRequest, Done, Observation, Reconciler, Settings, Stores};
+use super::reconciler::{ControlRequest, Done, Observation, ReconcileOptions, Reconciler, Stores};
 use super::shared::{Heartbeat, HttpState};
 use super::source::ConfigSource;
 use super::{DaemonFile, Options, access, daemon_file, ha_wiring, http, listen, systemd, web};
@@ -134,7 +134,7 @@ pub(super) async fn build(
     let (observed_tx, observed) = mpsc::unbounded_channel();
     let (gate_tx, gates) = mpsc::unbounded_channel();
     let mut reconciler = Reconciler::new(
-        Settings {
+        ReconcileOptions {
             prune: opts.prune,
             dry_run: opts.dry_run,
             parallelism: opts.parallelism,

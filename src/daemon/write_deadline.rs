@@ -129,6 +129,32 @@ mod tests {
         drop(client);
     }
 
+    /// The limit counts from the last progress, not from the first wait.
+    #[tokio::test(start_paused = true)]
+    async fn the_limit_counts_from_the_last_progress() {
+        let (mut client, server) = tokio::io::duplex(256);
+        let mut w = WriteDeadline::new(server, Duration::from_secs(30));
+        w.write_all(&[b'x'; 256]).await.unwrap();
+        let writer = tokio::spawn(async move {
+            let started = Instant::now();
+            let e = loop {
+                if let Err(e) = w.write_all(&[b'y'; 64]).await {
+                    break e;
+                }
+            };
+            (e.kind(), started.elapsed().as_secs())
+        });
+        // One read 20 s in: progress, then nothing more.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let mut buf = [0u8; 64];
+        tokio::io::AsyncReadExt::read(&mut client, &mut buf)
+            .await
+            .unwrap();
+        let (kind, after) = writer.await.unwrap();
+        assert_eq!(kind, io::ErrorKind::TimedOut);
+        assert_eq!(after, 50, "30 s after the progress at 20 s");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_slow_reader_that_keeps_up_is_not() {
         let (mut client, server) = tokio::io::duplex(1024);

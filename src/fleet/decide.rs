@@ -196,7 +196,7 @@ fn halt(d: &mut Decision, rules: &Rules, reason: String, pools: Vec<String>, now
     d.waiting = Some("halted".into());
 }
 
-pub fn decide(prev: &Change, inp: &Inputs) -> Decision {
+pub fn decide_change(prev: &Change, inp: &Inputs) -> Decision {
     let now = inp.now;
     let rules = inp.rules;
     let mut d = Decision {
@@ -542,7 +542,7 @@ mod tests {
         let mut known: BTreeMap<String, PoolFact> = (0..40)
             .map(|i| (format!("p{i}"), PoolFact::Rolls))
             .collect();
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(0),
@@ -566,7 +566,7 @@ mod tests {
             "p0".into(),
             PoolFact::Failed("node p0-n1 did not become healthy".into()),
         );
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(30),
@@ -605,7 +605,7 @@ mod tests {
         let mut known: BTreeMap<String, PoolFact> =
             (0..3).map(|i| (format!("p{i}"), PoolFact::Rolls)).collect();
         // Before stage s0 starts, the gate must hold for 2 minutes.
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(0),
@@ -629,7 +629,7 @@ mod tests {
             },
             at(0),
         );
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(60),
@@ -638,7 +638,7 @@ mod tests {
             },
         );
         assert_eq!(d.next_due, Some(at(120)));
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(120),
@@ -650,7 +650,7 @@ mod tests {
         assert!(c.record("s0").is_some());
         admit(&mut c, &r, "p0", &template("img-1"), at(121)).unwrap();
         known.insert("p0".into(), PoolFact::InSync);
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(200),
@@ -674,7 +674,7 @@ mod tests {
             },
             at(300),
         );
-        let d = decide(
+        let d = decide_change(
             &breached,
             &Inputs {
                 now: at(300),
@@ -693,7 +693,7 @@ mod tests {
             },
             at(700),
         );
-        let d = decide(
+        let d = decide_change(
             &unknown,
             &Inputs {
                 now: at(800),
@@ -716,7 +716,7 @@ mod tests {
             },
             at(790),
         );
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(800),
@@ -736,7 +736,7 @@ mod tests {
         let mut c = change(&r);
         let mut known: BTreeMap<String, PoolFact> =
             (0..5).map(|i| (format!("p{i}"), PoolFact::Rolls)).collect();
-        c = decide(
+        c = decide_change(
             &c,
             &Inputs {
                 now: at(0),
@@ -747,7 +747,7 @@ mod tests {
         .change;
         admit(&mut c, &r, "p0", &template("img-1"), at(1)).unwrap();
         known.insert("p0".into(), PoolFact::InSync);
-        c = decide(
+        c = decide_change(
             &c,
             &Inputs {
                 now: at(10),
@@ -756,7 +756,7 @@ mod tests {
             },
         )
         .change;
-        c = decide(
+        c = decide_change(
             &c,
             &Inputs {
                 now: at(100),
@@ -767,7 +767,7 @@ mod tests {
         .change;
         admit(&mut c, &r, "p1", &template("img-1"), at(101)).unwrap();
         known.insert("p1".into(), PoolFact::Failed("a node failed".into()));
-        let d = decide(
+        let d = decide_change(
             &c,
             &Inputs {
                 now: at(110),
@@ -794,7 +794,7 @@ mod tests {
         );
         // Once rolled back, its record says so.
         known.insert("p0".into(), PoolFact::RolledBack("change halted".into()));
-        let d = decide(
+        let d = decide_change(
             &d.change,
             &Inputs {
                 now: at(200),
@@ -816,7 +816,7 @@ mod tests {
             ("p1".into(), PoolFact::Rolls),
         ]
         .into();
-        let d = decide(
+        let d = decide_change(
             &change(&r),
             &Inputs {
                 now: at(0),
@@ -886,7 +886,7 @@ mod tests {
             let failing = w.pools.iter().filter(|p| p.0 && p.2).count();
             for tick in 0..200i64 {
                 let now = at(tick);
-                let d = decide(&c, &Inputs { now, rules: &r, facts: &facts(&facts_now) });
+                let d = decide_change(&c, &Inputs { now, rules: &r, facts: &facts(&facts_now) });
                 // Stages start in order, each after the one before passed.
                 for (k, s) in d.change.stages.iter().enumerate() {
                     prop_assert_eq!(&s.name, &r.stages[k].name);

@@ -27,7 +27,7 @@ pub mod view;
 pub use change::{
     Change, ChangeStatus, FleetState, GateOutcome, GateRecord, PoolRecord, Reading, StageRecord,
 };
-pub use decide::{Decision, FleetNote, PoolFact, decide};
+pub use decide::{Decision, FleetNote, PoolFact, decide_change};
 pub use rules::Rules;
 pub use verdict::{Hold, Verdict, admit, verdict};
 pub use view::FleetView;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::change::{Change, FleetState};
-use super::decide::{Inputs, PoolFact, decide};
+use super::decide::{Inputs, PoolFact, decide_change};
 use super::rules::Rules;
 use crate::model::{PoolSpec, TemplateHash};
 use crate::spec::Config;
@@ -70,7 +70,7 @@ pub fn views(
                 now,
             );
             let change = if new {
-                decide(
+                decide_change(
                     &state.change,
                     &Inputs {
                         now,

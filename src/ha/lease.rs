@@ -30,6 +30,7 @@ use kube::api::{Api, PostParams};
 use serde::Serialize;
 
 use crate::clock::Clock;
+use crate::store::shared::Fenced;
 
 /// The lease as read: who holds it, for how long, renewed when, how many
 /// changes of holder it has seen.
@@ -61,8 +62,24 @@ pub fn sight(last: Option<Sighting>, current: &Record, now: Timestamp) -> Sighti
     }
 }
 
+/// Why a round of the election could not tell who holds the lease.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error("get: {0}")]
+    Get(kube::Error),
+    /// Another process wrote first.
+    #[error("lost the race for the lease: {0}")]
+    LostRace(String),
+    /// The API server refused the write: nothing was written.
+    #[error("write: {message} ({code})")]
+    Refused { message: String, code: u16 },
+    /// No answer: the write may have landed.
+    #[error("write: {0}")]
+    Write(kube::Error),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum LeaseMove {
     /// The lease is held under our identity, but renewed at `renewed`, which
     /// is not the renewal this process last wrote: another process runs with
     /// the same identity.
@@ -97,29 +114,29 @@ pub fn step(
     current: Option<&Sighting>,
     wrote: Option<Timestamp>,
     now: Timestamp,
-) -> Step {
+) -> LeaseMove {
     let Some(seen) = current else {
-        return Step::Create;
+        return LeaseMove::Create;
     };
     let r = &seen.record;
     match r.holder.as_deref() {
-        Some(h) if h == me && renewed_by_another(wrote, r.renew_time) => Step::Duplicate {
+        Some(h) if h == me && renewed_by_another(wrote, r.renew_time) => LeaseMove::Duplicate {
             renewed: r.renew_time,
         },
-        Some(h) if h == me => Step::Renew {
+        Some(h) if h == me => LeaseMove::Renew {
             epoch: r.transitions,
         },
-        None => Step::Acquire {
+        None => LeaseMove::Acquire {
             epoch: r.transitions + 1,
         },
         Some(h) => {
             let expires_at = seen.at.saturating_add(r.duration).unwrap_or(seen.at);
             if now >= expires_at {
-                Step::Acquire {
+                LeaseMove::Acquire {
                     epoch: r.transitions + 1,
                 }
             } else {
-                Step::Follow {
+                LeaseMove::Follow {
                     holder: h.to_string(),
                     expires_at,
                 }
@@ -153,10 +170,12 @@ impl Fence {
     }
 
     /// `Err` names why this process may not act.
-    pub fn check(&self) -> Result<Term, String> {
+    pub fn check(&self) -> Result<Term, Fenced> {
         self.current().ok_or_else(|| {
-            "this daemon does not hold the leader lease (lost or not yet taken): no step is started"
-                .to_string()
+            Fenced(
+                "this daemon does not hold the leader lease (lost or not yet taken): no step is started"
+                    .to_string(),
+            )
         })
     }
 
@@ -394,7 +413,7 @@ impl Elector {
         self.stand_down();
     }
 
-    async fn try_round(&mut self, began: Instant, want: bool) -> Result<Role, String> {
+    async fn try_round(&mut self, began: Instant, want: bool) -> Result<Role, RoundError> {
         if self.stand_down() {
             return Ok(self.role.clone());
         }
@@ -403,7 +422,7 @@ impl Elector {
             .api
             .get_opt(&self.settings.name)
             .await
-            .map_err(|e| format!("get: {e}"))?;
+            .map_err(RoundError::Get)?;
         let seen = lease
             .as_ref()
             .map(|l| sight(self.seen.take(), &record_of(l), now));
@@ -414,20 +433,20 @@ impl Elector {
         self.seen = seen.clone();
         let decided = step(&self.settings.identity, seen.as_ref(), self.wrote, now);
         let (epoch, spec) = match decided {
-            Step::Duplicate { renewed } => {
+            LeaseMove::Duplicate { renewed } => {
                 self.duplicate(renewed);
                 return Ok(self.role.clone());
             }
-            Step::Follow { holder, expires_at } => {
+            LeaseMove::Follow { holder, expires_at } => {
                 self.fence.revoke();
                 return Ok(Role::Standby { holder, expires_at });
             }
-            Step::Create | Step::Acquire { .. } if !want => {
+            LeaseMove::Create | LeaseMove::Acquire { .. } if !want => {
                 self.fence.revoke();
                 return Ok(Role::Free);
             }
-            Step::Create => (0, self.spec(0, Some(now), now)),
-            Step::Renew { epoch } => {
+            LeaseMove::Create => (0, self.spec(0, Some(now), now)),
+            LeaseMove::Renew { epoch } => {
                 let acquired = lease
                     .as_ref()
                     .and_then(|l| l.spec.as_ref())
@@ -435,7 +454,7 @@ impl Elector {
                     .map(|t| t.0);
                 (epoch, self.spec(epoch, acquired, now))
             }
-            Step::Acquire { epoch } => (epoch, self.spec(epoch, Some(now), now)),
+            LeaseMove::Acquire { epoch } => (epoch, self.spec(epoch, Some(now), now)),
         };
         let object = Lease {
             metadata: ObjectMeta {
@@ -492,17 +511,20 @@ impl Elector {
                 // (a twin is still caught, by the other process).
                 self.wrote = None;
                 self.fence.revoke();
-                Err(format!("lost the race for the lease: {}", s.message))
+                Err(RoundError::LostRace(s.message))
             }
             Err(kube::Error::Api(s)) if s.code < 500 => {
                 // Refused outright: nothing was written.
-                Err(format!("write: {} ({})", s.message, s.code))
+                Err(RoundError::Refused {
+                    message: s.message,
+                    code: s.code,
+                })
             }
             Err(e) => {
                 // The write may have landed without its answer reaching us:
                 // what the lease holds next is not known to be another's.
                 self.wrote = None;
-                Err(format!("write: {e}"))
+                Err(RoundError::Write(e))
             }
         }
     }
@@ -566,11 +588,11 @@ mod tests {
 
     #[test]
     fn no_lease_is_created_a_held_one_followed_then_taken_after_its_duration() {
-        assert_eq!(step("b", None, None, at(0)), Step::Create);
+        assert_eq!(step("b", None, None, at(0)), LeaseMove::Create);
         let seen = sight(None, &held("a", 3, 0), at(1));
         assert_eq!(
             step("b", Some(&seen), None, at(10)),
-            Step::Follow {
+            LeaseMove::Follow {
                 holder: "a".into(),
                 expires_at: at(16)
             }
@@ -580,13 +602,13 @@ mod tests {
         assert_eq!(seen.at, at(1));
         assert_eq!(
             step("b", Some(&seen), None, at(16)),
-            Step::Acquire { epoch: 4 }
+            LeaseMove::Acquire { epoch: 4 }
         );
         // A renewal restarts the wait.
         let renewed = sight(Some(seen), &held("a", 3, 14), at(16));
         assert!(matches!(
             step("b", Some(&renewed), None, at(20)),
-            Step::Follow { .. }
+            LeaseMove::Follow { .. }
         ));
     }
 
@@ -595,7 +617,7 @@ mod tests {
         let seen = sight(None, &held("a", 2, 0), at(0));
         assert_eq!(
             step("a", Some(&seen), None, at(100)),
-            Step::Renew { epoch: 2 }
+            LeaseMove::Renew { epoch: 2 }
         );
         let released = Record {
             holder: None,
@@ -604,7 +626,7 @@ mod tests {
         let seen = sight(None, &released, at(0));
         assert_eq!(
             step("b", Some(&seen), None, at(0)),
-            Step::Acquire { epoch: 3 }
+            LeaseMove::Acquire { epoch: 3 }
         );
     }
 
@@ -614,24 +636,24 @@ mod tests {
         // The renewal this process wrote: its own lease, renewed.
         assert_eq!(
             step("a", Some(&seen), Some(at(5)), at(6)),
-            Step::Renew { epoch: 2 }
+            LeaseMove::Renew { epoch: 2 }
         );
         // Another renewal under its identity: another process wrote it.
         assert_eq!(
             step("a", Some(&seen), Some(at(4)), at(6)),
-            Step::Duplicate {
+            LeaseMove::Duplicate {
                 renewed: Some(at(5))
             }
         );
         // Just started, or its last write's answer was lost: taken as its own.
         assert_eq!(
             step("a", Some(&seen), None, at(6)),
-            Step::Renew { epoch: 2 }
+            LeaseMove::Renew { epoch: 2 }
         );
         // Another identity's lease is followed, whatever this process wrote.
         assert!(matches!(
             step("b", Some(&seen), Some(at(4)), at(6)),
-            Step::Follow { .. }
+            LeaseMove::Follow { .. }
         ));
     }
 
@@ -676,11 +698,11 @@ mod tests {
                     last_change = t;
                 }
                 match step("b", Some(&s), None, at(t)) {
-                    Step::Acquire { epoch } => {
+                    LeaseMove::Acquire { epoch } => {
                         prop_assert!(t - last_change >= 15);
                         prop_assert!(epoch > record.transitions);
                     }
-                    Step::Follow { expires_at, .. } => {
+                    LeaseMove::Follow { expires_at, .. } => {
                         prop_assert_eq!(expires_at, at(last_change + 15));
                     }
                     other => prop_assert!(false, "unexpected {:?}", other),

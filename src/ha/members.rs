@@ -84,13 +84,13 @@ impl Membership {
     }
 
     /// Create or renew this daemon's member lease.
-    pub async fn renew(&mut self) -> Result<(), String> {
+    pub async fn renew(&mut self) -> anyhow::Result<()> {
         let now = self.clock.now();
         let current = self
             .api
             .get_opt(&self.name)
             .await
-            .map_err(|e| format!("Lease {}: get: {e}", self.name))?;
+            .map_err(|e| anyhow::anyhow!("Lease {}: get: {e}", self.name))?;
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -121,18 +121,18 @@ impl Membership {
         };
         written
             .map(|_| ())
-            .map_err(|e| format!("Lease {}: write: {e}", self.name))
+            .map_err(|e| anyhow::anyhow!("Lease {}: write: {e}", self.name))
     }
 
     /// The live members, this daemon included (it counts itself even when
     /// its own lease could not be written: it is running).
-    pub async fn live(&mut self) -> Result<Vec<Member>, String> {
+    pub async fn live(&mut self) -> anyhow::Result<Vec<Member>> {
         let now = self.clock.now();
         let list = self
             .api
             .list(&ListParams::default().labels(&format!("{MEMBER_OF}={}", self.base)))
             .await
-            .map_err(|e| format!("listing member Leases {MEMBER_OF}={}: {e}", self.base))?;
+            .map_err(|e| anyhow::anyhow!("listing member Leases {MEMBER_OF}={}: {e}", self.base))?;
         let mut seen = HashMap::new();
         let mut live = BTreeMap::new();
         let mut stale = Vec::new();
@@ -211,7 +211,7 @@ impl Membership {
 
     /// The live sharded daemons other than this one (a daemon without
     /// `--shards` asks this: while any exist, it must not lead).
-    pub async fn others(&mut self) -> Result<Vec<Member>, String> {
+    pub async fn others(&mut self) -> anyhow::Result<Vec<Member>> {
         let me = self.identity.clone();
         Ok(self
             .live()

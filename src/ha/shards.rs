@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::lease::{Fence, Term};
+use crate::store::shared::Fenced;
 
 /// Most shards a daemon accepts: each is a Lease renewed every retry period.
 pub const MAX_SHARDS: u32 = 256;
@@ -98,7 +99,7 @@ impl Shards {
 
     /// The term under which this daemon may write state of `shard` (a step
     /// in flight finishes its journal even while the shard is handed over).
-    pub fn may_write(&self, shard: u32) -> Result<Term, String> {
+    pub fn may_write(&self, shard: u32) -> Result<Term, Fenced> {
         self.fence(shard)
             .check()
             .map_err(|e| self.explain(shard, e))
@@ -106,26 +107,26 @@ impl Shards {
 
     /// Whether a step may start on `pool`: its shard is held and not being
     /// handed over. Asked before every side effect.
-    pub fn may_start(&self, pool: &str) -> Result<Term, String> {
+    pub fn may_start(&self, pool: &str) -> Result<Term, Fenced> {
         let shard = self.of(pool);
         let term = self.may_write(shard)?;
         if self.releasing[shard as usize].load(Ordering::SeqCst) {
-            return Err(format!(
+            return Err(Fenced(format!(
                 "shard {shard} (pool {pool}) is being handed to another daemon: no step is started"
-            ));
+            )));
         }
         Ok(term)
     }
 
-    fn explain(&self, shard: u32, e: String) -> String {
-        if self.sharded {
+    fn explain(&self, shard: u32, Fenced(e): Fenced) -> Fenced {
+        Fenced(if self.sharded {
             format!(
                 "this daemon does not hold shard {shard} of {}: {e}",
                 self.count
             )
         } else {
             e
-        }
+        })
     }
 
     pub fn set_releasing(&self, shard: u32, releasing: bool) {

@@ -29,6 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
 use super::shards::Shards;
+use crate::store::shared::Fenced;
 use crate::store::shared::{Change, Record, SharedError, SharedHome};
 
 const KEY: &str = "state.json";
@@ -135,7 +136,7 @@ impl SharedHome for ClusterStore {
 
     /// Whether this process may start a step on `pool` now (holds a current
     /// term of its shard, and is not handing the shard over).
-    fn may_act(&self, pool: &str) -> Result<(), String> {
+    fn may_act(&self, pool: &str) -> Result<(), Fenced> {
         self.shards.may_start(pool).map(|_| ())
     }
 
@@ -316,7 +317,7 @@ impl SharedHome for ClusterStore {
 impl ClusterStore {
     /// The identity under which this daemon holds a current term of some
     /// lease: a record every daemon writes needs one.
-    fn any_term(&self) -> Result<String, String> {
+    fn any_term(&self) -> Result<String, Fenced> {
         let mut last = None;
         for shard in 0..self.shards.count() {
             match self.shards.may_write(shard) {
@@ -324,7 +325,7 @@ impl ClusterStore {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| "this daemon holds no lease".into()))
+        Err(last.unwrap_or_else(|| Fenced("this daemon holds no lease".into())))
     }
 
     /// The Lease whose terms fence `shard`'s writes.

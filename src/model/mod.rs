@@ -14,6 +14,19 @@ mod template_field;
 
 pub use template_field::{TemplateField, refusal as template_refusal};
 
+/// A record (a rollout's or a fleet change's journal) that could not be
+/// read, and why: its path and the error. Nothing is done for what it
+/// records until it is repaired or removed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreadable(pub String);
+
+impl From<String> for Unreadable {
+    fn from(why: String) -> Unreadable {
+        Unreadable(why)
+    }
+}
+
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -54,7 +54,7 @@ pub fn observed_digest(observed: &Observed) -> String {
                 h.update(r.target.0.to_le_bytes());
                 h.update(serde_json::to_vec(&r.status).unwrap_or_default());
             }
-            Err(e) => h.update(e.as_bytes()),
+            Err(e) => h.update(e.0.as_bytes()),
         }
     }
     for (provider, err) in &observed.unreachable {

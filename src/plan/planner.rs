@@ -10,7 +10,7 @@ use super::{Blocked, Drift, Headline, PdbFinding, Plan, PoolPlan, Preflight, Rol
 use crate::fleet::FleetView;
 use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
-use crate::policy::{self, Gate};
+use crate::rollout::change::PolicyHold;
 use crate::rollout::{RolloutState, Settings, Status, Strategy, change};
 use crate::spec::Config;
 use crate::spec::types::{ChangeClass, IgnoredAttribute, NodePoolDoc, OnDrainTimeout, Semantics};
@@ -24,7 +24,7 @@ pub struct Observed {
     pub unreachable: BTreeMap<String, String>,
     /// Each pool's rollout journal (an earlier apply is mid-rollout, or it
     /// waits for a human), or why it cannot be read.
-    pub rollouts: BTreeMap<String, Result<RolloutState, String>>,
+    pub rollouts: BTreeMap<String, Result<RolloutState, crate::model::Unreadable>>,
     /// Providers that can reimage nodes in place.
     pub reimaging: BTreeSet<String>,
     /// Providers that act only on some template fields (plug-ins say which).
@@ -223,59 +223,151 @@ fn refused_template(
 
 /// The pool's plan when its provider would refuse the template: an error,
 /// nothing planned, as `apply` would find it.
-fn refused(mut p: PoolPlan, why: String) -> PoolPlan {
+fn refused(p: &mut PoolPlan, why: String) {
     p.headline = Headline::Error;
     p.reason = format!(
         "{why}: apply would refuse the template. Remove the field(s), or use a provider that acts on them"
     );
     p.attributes.clear();
     p.steps.clear();
-    p
 }
 
+/// One pool's plan, in phases (as `rollout::decide` runs): what cannot be
+/// planned at all, a pool that does not exist, adoption, the wanted state,
+/// the journal, what is outdated, the steps, a FleetRollout's say, the PDB
+/// pre-flight, the disruption policy, and the headline. Each phase either
+/// adds to the plan or ends it (returning the plan as it stands).
 fn plan_pool(
     doc: &NodePoolDoc,
     observed: &Observed,
     entry: Option<&InventoryEntry>,
     opts: &PlanOptions,
 ) -> PoolPlan {
-    let name = doc.metadata.name.as_str();
-    let provider = doc.spec.provider_ref.as_str();
-    let spec = PoolSpec::from_doc(doc);
-    let ignores = |a: IgnoredAttribute| doc.spec.lifecycle.ignore_changes.contains(&a);
-    if let Some(err) = observed.unreachable.get(provider) {
-        return base(
-            name,
-            provider,
-            Headline::Error,
-            format!("provider {provider:?} could not be observed: {err}"),
-        );
+    let cx = Pool {
+        doc,
+        observed,
+        entry,
+        opts,
+        name: doc.metadata.name.as_str(),
+        provider: doc.spec.provider_ref.as_str(),
+        spec: PoolSpec::from_doc(doc),
+    };
+    if let Some(p) = cx.unplannable() {
+        return p;
     }
-    if let Some(e) = entry
-        && e.provider != provider
-    {
-        return base(
-            name,
-            provider,
-            Headline::LeftAlone,
-            format!(
-                "providerRef changed from {:?} to {provider:?}: poolwright does not move pools between providers; \
-                 create a pool with a new name instead",
-                e.provider
-            ),
-        );
-    }
-    let mut p = base(name, provider, Headline::NoOp, "matches the desired state");
+    let mut p = base(
+        cx.name,
+        cx.provider,
+        Headline::NoOp,
+        "matches the desired state",
+    );
     p.prevent_destroy = doc.spec.lifecycle.prevent_destroy;
     p.cluster = doc.spec.cluster_ref.as_ref().map(|c| c.value.clone());
+    let Some(obs) = observed.pools.get(cx.name) else {
+        return cx.absent(p);
+    };
+    if !cx.adopt(&mut p) {
+        return p;
+    }
+    let Some(want) = cx.wanted(&mut p, obs) else {
+        return p;
+    };
+    let Some((journal, resuming)) = cx.journal(&mut p, obs, &want) else {
+        return p;
+    };
+    if obs.autoscaling != cx.spec.autoscaling {
+        p.steps.push(Step::SetBounds {
+            to: cx.spec.autoscaling,
+        });
+    }
+    let due = cx.outdated(&mut p, obs, want.hash);
+    cx.steps(&mut p, obs, &want, &due, journal, resuming);
+    // A FleetRollout may hold the roll (a later stage, no free slot, a halt),
+    // or turn it round (a halt with onHalt: rollback), before the policy
+    // looks at what is left.
+    if let Some(view) = observed
+        .fleets
+        .values()
+        .find(|v| v.rules.stage_of(cx.name).is_some())
+    {
+        super::fleet::govern(&mut p, view, doc, Some(obs), want.target);
+    }
+    preflight(&mut p, doc, observed, obs, want.hash, due.aging.as_ref());
+    cx.policy(&mut p);
+    cx.headline(&mut p, obs, &want, &due, journal, resuming);
+    p
+}
 
-    let Some(obs) = observed.pools.get(name) else {
+/// What every phase of a pool's plan reads.
+struct Pool<'a> {
+    doc: &'a NodePoolDoc,
+    observed: &'a Observed,
+    entry: Option<&'a InventoryEntry>,
+    opts: &'a PlanOptions,
+    name: &'a str,
+    provider: &'a str,
+    spec: PoolSpec,
+}
+
+/// What the pool should be, against what it is.
+struct Wanted {
+    template: NodeTemplate,
+    hash: TemplateHash,
+    in_place: crate::model::InPlace,
+    /// The size the pool converges on.
+    target: u32,
+}
+
+/// The nodes a roll would replace.
+struct Due {
+    /// Old nodes on another template, less those do-not-disrupt holds.
+    by_template: u32,
+    /// Nodes past `lifecycle.maxNodeAge` (on the target template or not).
+    aging: Option<super::lifetime::Aging>,
+    aged: u32,
+    /// Either.
+    outdated: u32,
+}
+
+impl<'a> Pool<'a> {
+    /// A pool whose provider could not be asked, or whose provider changed:
+    /// nothing is planned, and the plan says why.
+    fn unplannable(&self) -> Option<PoolPlan> {
+        let (name, provider) = (self.name, self.provider);
+        if let Some(err) = self.observed.unreachable.get(provider) {
+            return Some(base(
+                name,
+                provider,
+                Headline::Error,
+                format!("provider {provider:?} could not be observed: {err}"),
+            ));
+        }
+        if let Some(e) = self.entry
+            && e.provider != provider
+        {
+            return Some(base(
+                name,
+                provider,
+                Headline::LeftAlone,
+                format!(
+                    "providerRef changed from {:?} to {provider:?}: poolwright does not move pools between providers; \
+                     create a pool with a new name instead",
+                    e.provider
+                ),
+            ));
+        }
+        None
+    }
+
+    /// A pool the provider does not have: created (again).
+    fn absent(&self, mut p: PoolPlan) -> PoolPlan {
+        let spec = &self.spec;
         p.headline = Headline::Create;
-        p.reason = match entry {
+        p.reason = match self.entry {
             Some(_) => "was deleted outside poolwright; it will be created again".into(),
             None => "does not exist yet".into(),
         };
-        if let Some(e) = entry
+        if let Some(e) = self.entry
             && let Some(last) = &e.last_applied
         {
             p.drift.push(Drift {
@@ -294,132 +386,181 @@ fn plan_pool(
                 &spec.in_place,
             )),
         );
-        if let Some(why) = refused_template(observed, provider, &spec.template) {
-            return refused(p, why);
-        }
-        p.steps.push(Step::CreatePool {
-            spec: Box::new(spec),
-        });
-        return p;
-    };
-
-    if entry.is_none() {
-        if !doc.spec.adopt {
-            p.headline = Headline::LeftAlone;
-            p.reason = format!(
-                "exists at provider {provider:?} but was not created by poolwright; set spec.adopt: true to manage it"
-            );
+        if let Some(why) = refused_template(self.observed, self.provider, &spec.template) {
+            refused(&mut p, why);
             return p;
         }
-        p.steps.push(Step::Adopt);
-    }
-
-    let (template, in_place) = effective(doc, &spec, Some(obs));
-    let hash = template.hash();
-    if obs.template.hash() != hash
-        && let Some(why) = refused_template(observed, provider, &template)
-    {
-        return refused(p, why);
-    }
-    // The autoscaler owns the size within the bounds; ignoreChanges: [size] leaves it as is.
-    let target = match (
-        spec.autoscaling,
-        ignores(IgnoredAttribute::Size),
-        doc.spec.size.is_some(),
-    ) {
-        (Some(b), _, _) => b.clamp(obs.size),
-        (None, true, _) => obs.size,
-        (None, false, _) => spec.size,
-    };
-
-    p.attributes = diff(
-        Some(attributes(
-            Some(obs.size),
-            obs.autoscaling,
-            &obs.template,
-            &obs.in_place,
-        )),
-        Some(attributes(
-            Some(target),
-            spec.autoscaling,
-            &template,
-            &in_place,
-        )),
-    );
-    let journal = observed.rollouts.get(name);
-    // A journal that cannot be read: nothing is planned for the pool (a
-    // rollout might be in flight), and the plan says how to get out.
-    if let Some(Err(e)) = journal {
-        p.headline = Headline::Error;
-        p.reason = format!(
-            "{e}; nothing is done for this pool until the journal is repaired or removed. \
-             Check the pool first (`poolwright rollout status {name}` shows the journal's place); \
-             a removed journal makes the next apply start the rollout afresh from what the provider reports"
-        );
-        p.attributes.clear();
-        return p;
-    }
-    let journal = journal.and_then(|j| j.as_ref().ok());
-    // A rollout waiting for a human: nothing happens until `rollout resume`.
-    if let Some(r) = journal
-        && let Some(why) = waiting_for_a_human(r, hash, name)
-    {
-        p.headline = Headline::LeftAlone;
-        p.reason = why.clone();
-        p.waiting = Some(why);
-        return p;
-    }
-    let resuming = journal.is_some_and(|r| r.target == hash && !r.status.is_terminal());
-    if let Some(last) = entry.and_then(|e| e.last_applied.as_ref())
-        && !resuming
-    {
-        p.drift = drift(last, obs, doc, &spec);
-    }
-    if resuming {
-        // The surge of the rollout under way is its own doing, not a size
-        // change asked for: the roll converges on the target itself.
-        p.attributes.retain(|a| a.name != "size");
-    }
-
-    if obs.autoscaling != spec.autoscaling {
-        p.steps.push(Step::SetBounds {
-            to: spec.autoscaling,
+        p.steps.push(Step::CreatePool {
+            spec: Box::new(spec.clone()),
         });
+        p
     }
-    // Old nodes held by do-not-disrupt (their own label or annotation, as
-    // the provider and the cluster report it) are left out of the roll.
-    let held: Vec<(&str, String)> = obs
-        .live_nodes()
-        .filter(|n| n.template != hash)
-        .filter_map(|n| crate::model::hold::of_node(n).map(|why| (&*n.id, why)))
-        .collect();
-    if !held.is_empty() {
-        let named: Vec<String> = held
-            .iter()
-            .take(5)
-            .map(|(id, why)| format!("{id} ({why})"))
+
+    /// A pool poolwright did not create is managed only with `adopt: true`;
+    /// `false` when it is left alone.
+    fn adopt(&self, p: &mut PoolPlan) -> bool {
+        if self.entry.is_some() {
+            return true;
+        }
+        if !self.doc.spec.adopt {
+            p.headline = Headline::LeftAlone;
+            p.reason = format!(
+                "exists at provider {:?} but was not created by poolwright; set spec.adopt: true to manage it",
+                self.provider
+            );
+            return false;
+        }
+        p.steps.push(Step::Adopt);
+        true
+    }
+
+    /// The template, in-place attributes and size wanted, and their diff
+    /// against the pool; `None` (the plan ends) when the provider would
+    /// refuse the template.
+    fn wanted(&self, p: &mut PoolPlan, obs: &crate::model::ObservedPool) -> Option<Wanted> {
+        let (doc, spec) = (self.doc, &self.spec);
+        let (template, in_place) = effective(doc, spec, Some(obs));
+        let hash = template.hash();
+        if obs.template.hash() != hash
+            && let Some(why) = refused_template(self.observed, self.provider, &template)
+        {
+            refused(p, why);
+            return None;
+        }
+        // The autoscaler owns the size within the bounds; ignoreChanges:
+        // [size] leaves it as is.
+        let ignores_size = doc
+            .spec
+            .lifecycle
+            .ignore_changes
+            .contains(&IgnoredAttribute::Size);
+        let target = match (spec.autoscaling, ignores_size) {
+            (Some(b), _) => b.clamp(obs.size),
+            (None, true) => obs.size,
+            (None, false) => spec.size,
+        };
+        p.attributes = diff(
+            Some(attributes(
+                Some(obs.size),
+                obs.autoscaling,
+                &obs.template,
+                &obs.in_place,
+            )),
+            Some(attributes(
+                Some(target),
+                spec.autoscaling,
+                &template,
+                &in_place,
+            )),
+        );
+        Some(Wanted {
+            template,
+            hash,
+            in_place,
+            target,
+        })
+    }
+
+    /// The pool's rollout journal, and whether the roll it records resumes;
+    /// `None` (the plan ends) when the journal cannot be read or the rollout
+    /// waits for a human. Drift is what changed since the last apply, unless
+    /// a roll under way explains it.
+    fn journal(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        want: &Wanted,
+    ) -> Option<(Option<&'a RolloutState>, bool)> {
+        let name = self.name;
+        let journal = self.observed.rollouts.get(name);
+        // A journal that cannot be read: nothing is planned for the pool (a
+        // rollout might be in flight), and the plan says how to get out.
+        if let Some(Err(e)) = journal {
+            p.headline = Headline::Error;
+            p.reason = format!(
+                "{e}; nothing is done for this pool until the journal is repaired or removed. \
+                 Check the pool first (`poolwright rollout status {name}` shows the journal's place); \
+                 a removed journal makes the next apply start the rollout afresh from what the provider reports"
+            );
+            p.attributes.clear();
+            return None;
+        }
+        let journal = journal.and_then(|j| j.as_ref().ok());
+        // A rollout waiting for a human: nothing happens until `rollout resume`.
+        if let Some(r) = journal
+            && let Some(why) = waiting_for_a_human(r, want.hash, name)
+        {
+            p.headline = Headline::LeftAlone;
+            p.reason = why.clone();
+            p.waiting = Some(why);
+            return None;
+        }
+        let resuming = journal.is_some_and(|r| r.target == want.hash && !r.status.is_terminal());
+        if let Some(last) = self.entry.and_then(|e| e.last_applied.as_ref())
+            && !resuming
+        {
+            p.drift = drift(last, obs, self.doc, &self.spec);
+        }
+        if resuming {
+            // The surge of the rollout under way is its own doing, not a size
+            // change asked for: the roll converges on the target itself.
+            p.attributes.retain(|a| a.name != "size");
+        }
+        Some((journal, resuming))
+    }
+
+    /// The nodes a roll would replace: on another template (less those
+    /// do-not-disrupt holds, which the notes name), or past maxNodeAge.
+    fn outdated(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        hash: TemplateHash,
+    ) -> Due {
+        // Old nodes held by do-not-disrupt (their own label or annotation, as
+        // the provider and the cluster report it) are left out of the roll.
+        let held: Vec<(&str, String)> = obs
+            .live_nodes()
+            .filter(|n| n.template != hash)
+            .filter_map(|n| crate::model::hold::of_node(n).map(|why| (&*n.id, why)))
             .collect();
-        p.notes.push(format!(
-            "do-not-disrupt holds {} outdated node(s), left out of the roll and kept in service: {}{}",
-            held.len(),
-            named.join(", "),
-            if held.len() > 5 { ", ..." } else { "" }
-        ));
+        if !held.is_empty() {
+            let named: Vec<String> = held
+                .iter()
+                .take(5)
+                .map(|(id, why)| format!("{id} ({why})"))
+                .collect();
+            p.notes.push(format!(
+                "do-not-disrupt holds {} outdated node(s), left out of the roll and kept in service: {}{}",
+                held.len(),
+                named.join(", "),
+                if held.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+        let by_template = (obs.outdated(hash) - held.len()) as u32;
+        let aging = self
+            .doc
+            .spec
+            .lifecycle
+            .max_node_age
+            .map(|age| super::lifetime::due(obs, hash, age, self.opts.now));
+        let aged = aging.as_ref().map_or(0, |a| a.due.len() as u32);
+        if let Some(a) = &aging {
+            p.notes.extend(a.describe());
+        }
+        Due {
+            by_template,
+            outdated: by_template + aged,
+            aging,
+            aged,
+        }
     }
-    let by_template = (obs.outdated(hash) - held.len()) as u32;
-    let aging = doc
-        .spec
-        .lifecycle
-        .max_node_age
-        .map(|age| super::lifetime::due(obs, hash, age, opts.now));
-    let aged = aging.as_ref().map_or(0, |a| a.due.len() as u32);
-    if let Some(a) = &aging {
-        p.notes.extend(a.describe());
-    }
-    let outdated = by_template + aged;
-    let settings = || {
-        let mut set = Settings::from_doc(doc, target);
-        set.retire_before = aging
+
+    /// The rollout settings of a roll (or a scale-down) to `target`.
+    fn settings(&self, target: u32, due: &Due) -> Box<Settings> {
+        let mut set = Settings::from_doc(self.doc, target);
+        set.retire_before = due
+            .aging
             .as_ref()
             .filter(|a| !a.due.is_empty())
             .map(|a| a.cutoff);
@@ -427,123 +568,143 @@ fn plan_pool(
         // provider can reimage.
         if set.semantics == Semantics::Yandex
             && set.budget.surge == 0
-            && observed.reimaging.contains(provider)
+            && self.observed.reimaging.contains(self.provider)
         {
             set.reimage = true;
         }
         Box::new(set)
-    };
-    // A rollout journaled as under way with nothing outdated left (a process
-    // stopped after the last replacement, before the rollout noted that it
-    // ended) is resumed too: its next step finds it done and says so.
-    if outdated > 0 || resuming {
-        // The executor sets the template and converges on the size itself.
-        let set = settings();
-        let budget = set.budget;
-        let mut from: Vec<TemplateHash> = obs
-            .live_nodes()
-            .map(|n| n.template)
-            .filter(|t| *t != hash)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        from.dedup();
-        let classes = if let Some(r) = journal.filter(|_| resuming) {
-            // The journal says what kind of change the roll under way makes:
-            // the template it set already would read as no change at all.
-            r.classes.clone()
-        } else if obs.template.hash() != hash {
-            let mut classes = change::classify(&obs.template, &template);
-            // A roll superseded mid-way leaves its old nodes behind: they
-            // still make the change it was making.
-            if let Some(r) = journal.filter(|r| !r.status.is_terminal()) {
-                classes = change::union(&classes, &r.classes);
+    }
+
+    /// The steps: a roll when nodes are outdated (or a journaled roll
+    /// resumes), else the template and size set directly; then in-place
+    /// attributes.
+    fn steps(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        want: &Wanted,
+        due: &Due,
+        journal: Option<&RolloutState>,
+        resuming: bool,
+    ) {
+        let (template, hash, target) = (&want.template, want.hash, want.target);
+        // A rollout journaled as under way with nothing outdated left (a
+        // process stopped after the last replacement, before the rollout
+        // noted that it ended) is resumed too: its next step finds it done
+        // and says so.
+        if due.outdated > 0 || resuming {
+            // The executor sets the template and converges on the size itself.
+            let set = self.settings(target, due);
+            let budget = set.budget;
+            let from: Vec<TemplateHash> = obs
+                .live_nodes()
+                .map(|n| n.template)
+                .filter(|t| *t != hash)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let classes = if let Some(r) = journal.filter(|_| resuming) {
+                // The journal says what kind of change the roll under way
+                // makes: the template it set already would read as no change.
+                r.classes.clone()
+            } else if obs.template.hash() != hash {
+                let mut classes = change::classify(&obs.template, template);
+                // A roll superseded mid-way leaves its old nodes behind: they
+                // still make the change it was making.
+                if let Some(r) = journal.filter(|r| !r.status.is_terminal()) {
+                    classes = change::union(&classes, &r.classes);
+                }
+                classes
+            } else if let Some(r) = journal.filter(|r| !r.status.is_terminal()) {
+                // The template is set, but the journal records a superseded
+                // roll (a stop between setting it and journaling the new
+                // roll): the executor begins with the superseded roll's
+                // classes, and so does the plan.
+                change::union(&change::classify(&obs.template, template), &r.classes)
+            } else if due.by_template == 0 && due.aged > 0 {
+                // Only nodes past lifecycle.maxNodeAge: replacing them is a repair.
+                vec![ChangeClass::Repair]
+            } else {
+                ChangeClass::ALL.to_vec()
+            };
+            p.rollout = Some(RolloutPlan {
+                outdated: due.outdated,
+                size: target,
+                strategy: budget.strategy(),
+                budget,
+                bounds: budget.bounds(target),
+                estimated_waves: due.outdated.div_ceil(budget.concurrency().max(1)),
+                from_templates: from,
+                to_template: hash,
+                semantics: set.semantics,
+                classes,
+                reimage: set.reimage,
+                waves: set.waves,
+                order: set.order.clone(),
+            });
+            if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
+                p.notes.push(format!(
+                    "maxSurge + maxUnavailable is {} here: GKE would refuse more than 20 nodes at once (rollout.semantics: gke)",
+                    budget.concurrency()
+                ));
             }
-            classes
-        } else if by_template == 0 && aged > 0 {
-            // Only nodes past lifecycle.maxNodeAge: replacing them is a repair.
-            vec![ChangeClass::Repair]
+            p.steps.push(Step::Roll {
+                outdated: due.outdated,
+                size: target,
+                template: Box::new(template.clone()),
+                settings: set,
+                rollback: None,
+            });
         } else {
-            ChangeClass::ALL.to_vec()
-        };
-        p.rollout = Some(RolloutPlan {
-            outdated,
-            size: target,
-            strategy: budget.strategy(),
-            budget,
-            bounds: budget.bounds(target),
-            estimated_waves: outdated.div_ceil(budget.concurrency().max(1)),
-            from_templates: from,
-            to_template: hash,
-            semantics: set.semantics,
-            classes,
-            reimage: set.reimage,
-            waves: set.waves,
-            order: set.order.clone(),
-        });
-        if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
-            p.notes.push(format!(
-                "maxSurge + maxUnavailable is {} here: GKE would refuse more than 20 nodes at once (rollout.semantics: gke)",
-                budget.concurrency()
-            ));
+            // New nodes (scale-up) must launch on the new template.
+            if obs.template.hash() != hash {
+                p.steps.push(Step::SetTemplate {
+                    to: template.clone(),
+                });
+            }
+            if obs.size != target {
+                p.steps.push(Step::Scale {
+                    from: obs.size,
+                    to: target,
+                    settings: (target < obs.size).then(|| self.settings(target, due)),
+                });
+            }
         }
-        p.steps.push(Step::Roll {
-            outdated,
-            size: target,
-            template: Box::new(template.clone()),
-            settings: set,
-            rollback: None,
-        });
-    } else {
-        // New nodes (scale-up) must launch on the new template.
-        if obs.template.hash() != hash {
-            p.steps.push(Step::SetTemplate {
-                to: template.clone(),
-            });
-        }
-        if obs.size != target {
-            p.steps.push(Step::Scale {
-                from: obs.size,
-                to: target,
-                settings: (target < obs.size).then(settings),
+        if obs.in_place != want.in_place {
+            p.steps.push(Step::UpdateInPlace {
+                to: want.in_place.clone(),
             });
         }
     }
-    if obs.in_place != in_place {
-        p.steps.push(Step::UpdateInPlace { to: in_place });
-    }
-    // A FleetRollout may hold the roll (a later stage, no free slot, a halt),
-    // or turn it round (a halt with onHalt: rollback), before the policy
-    // looks at what is left.
-    if let Some(view) = observed
-        .fleets
-        .values()
-        .find(|v| v.rules.stage_of(name).is_some())
-    {
-        super::fleet::govern(&mut p, view, doc, Some(obs), target);
-    }
 
-    preflight(&mut p, doc, observed, obs, hash, aging.as_ref());
-
-    // Disruptive steps wait for the disruption policy, for the change classes
-    // it applies to; the others go ahead. An emergency override lets them
-    // start, and the plan says what it overrides.
-    if p.steps.iter().any(Step::is_disruptive)
-        && let Gate::Closed { reason, opens } = policy::gate(&doc.spec.disruption, opts.now)
-    {
+    /// Disruptive steps wait for the disruption policy, for the change
+    /// classes it applies to; the others go ahead. An emergency override
+    /// lets them start, and the plan says what it overrides.
+    fn policy(&self, p: &mut PoolPlan) {
+        let doc = self.doc;
+        if !p.steps.iter().any(Step::is_disruptive) {
+            return;
+        }
         let classes = p
             .rollout
             .as_ref()
             .map_or(vec![ChangeClass::Config], |r| r.classes.clone());
-        let held = doc.spec.disruption.applies_to(doc.spec.rollout.semantics());
-        if !change::applies(&classes, &held) {
-            let names: Vec<&str> = held.iter().map(|c| c.as_str()).collect();
-            p.notes.push(format!(
-                "{} not held: the {reason} applies to {} only",
-                change::describe(&classes),
-                names.join(", ")
-            ));
-        } else if opts.override_disruption {
+        let semantics = doc.spec.rollout.semantics();
+        let (reason, opens) =
+            match change::policy_hold(&doc.spec.disruption, semantics, &classes, self.opts.now) {
+                PolicyHold::Open => return,
+                PolicyHold::NotHeld { reason, applies_to } => {
+                    let names: Vec<&str> = applies_to.iter().map(|c| c.as_str()).collect();
+                    p.notes.push(format!(
+                        "{} not held: the {reason} applies to {} only",
+                        change::describe(&classes),
+                        names.join(", ")
+                    ));
+                    return;
+                }
+                PolicyHold::Held { reason, opens } => (reason, opens),
+            };
+        if self.opts.override_disruption {
             p.policy_overridden = Some(format!("{reason}, overridden"));
         } else {
             let tz = doc
@@ -569,50 +730,62 @@ fn plan_pool(
         }
     }
 
-    let rolls = p.rollout.is_some();
-    let updates = p.steps.iter().any(|s| !matches!(s, Step::Roll { .. }));
-    p.headline = match (rolls, p.rollout.as_ref().map(|r| r.strategy)) {
-        (true, Some(Strategy::TerminateBeforeCreate)) => Headline::RollTerminateFirst,
-        (true, _) => Headline::RollCreateFirst,
-        (false, _) if updates || !p.steps.is_empty() => Headline::Update,
-        _ => Headline::NoOp,
-    };
-    let superseding = journal.is_some_and(|r| r.target != hash && !r.status.is_terminal());
-    let rolling_back = p.fleet.as_ref().is_some_and(|f| f.rollback);
-    p.reason = match (&p.rollout, updates) {
-        (Some(r), _) if rolling_back => format!(
-            "its FleetRollout's change halted (onHalt: rollback): {} of {} nodes go back to template {}",
-            r.outdated,
-            obs.live_nodes().count(),
-            r.to_template
-        ),
-        (Some(r), _) if resuming => format!(
-            "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template (now {} nodes, converging on {})",
-            r.outdated,
-            obs.live_nodes().count(),
-            obs.size,
-            target
-        ),
-        (Some(r), _) if superseding => format!(
-            "{} of {} nodes run an outdated template; this supersedes a rollout to an earlier template, whose steps in flight finish first",
-            r.outdated,
-            obs.live_nodes().count()
-        ),
-        (Some(r), _) if by_template == 0 && aged > 0 => format!(
-            "{} of {} nodes are past lifecycle.maxNodeAge ({})",
-            r.outdated,
-            obs.live_nodes().count(),
-            doc.spec.lifecycle.max_node_age.expect("aged")
-        ),
-        (Some(r), _) => format!(
-            "{} of {} nodes run an outdated template",
-            r.outdated,
-            obs.live_nodes().count()
-        ),
-        (None, true) => "attributes differ from the desired state".into(),
-        (None, false) => "matches the desired state".into(),
-    };
-    p
+    /// The headline and the reason the plan gives for the pool.
+    fn headline(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        want: &Wanted,
+        due: &Due,
+        journal: Option<&RolloutState>,
+        resuming: bool,
+    ) {
+        let (doc, hash, target) = (self.doc, want.hash, want.target);
+        let (by_template, aged) = (due.by_template, due.aged);
+        let rolls = p.rollout.is_some();
+        let updates = p.steps.iter().any(|s| !matches!(s, Step::Roll { .. }));
+        p.headline = match (rolls, p.rollout.as_ref().map(|r| r.strategy)) {
+            (true, Some(Strategy::TerminateBeforeCreate)) => Headline::RollTerminateFirst,
+            (true, _) => Headline::RollCreateFirst,
+            (false, _) if updates || !p.steps.is_empty() => Headline::Update,
+            _ => Headline::NoOp,
+        };
+        let superseding = journal.is_some_and(|r| r.target != hash && !r.status.is_terminal());
+        let rolling_back = p.fleet.as_ref().is_some_and(|f| f.rollback);
+        p.reason = match (&p.rollout, updates) {
+            (Some(r), _) if rolling_back => format!(
+                "its FleetRollout's change halted (onHalt: rollback): {} of {} nodes go back to template {}",
+                r.outdated,
+                obs.live_nodes().count(),
+                r.to_template
+            ),
+            (Some(r), _) if resuming => format!(
+                "a rollout started earlier is in progress and resumes: {} of {} nodes run an outdated template (now {} nodes, converging on {})",
+                r.outdated,
+                obs.live_nodes().count(),
+                obs.size,
+                target
+            ),
+            (Some(r), _) if superseding => format!(
+                "{} of {} nodes run an outdated template; this supersedes a rollout to an earlier template, whose steps in flight finish first",
+                r.outdated,
+                obs.live_nodes().count()
+            ),
+            (Some(r), _) if by_template == 0 && aged > 0 => format!(
+                "{} of {} nodes are past lifecycle.maxNodeAge ({})",
+                r.outdated,
+                obs.live_nodes().count(),
+                doc.spec.lifecycle.max_node_age.expect("aged")
+            ),
+            (Some(r), _) => format!(
+                "{} of {} nodes run an outdated template",
+                r.outdated,
+                obs.live_nodes().count()
+            ),
+            (None, true) => "attributes differ from the desired state".into(),
+            (None, false) => "matches the desired state".into(),
+        };
+    }
 }
 
 /// The PDB pre-flight of a roll of a pool with a cluster: which budgets allow

@@ -134,7 +134,7 @@ pub async fn apply_plan(plan: &Plan, ctx: &ApplyContext<'_>) -> ApplyOutcome {
             break;
         }
         if let Err(e) = pool_steps(p, ctx, &mut outcome).await {
-            outcome.errors.push(e);
+            outcome.errors.push(e.0);
         }
     }
     outcome
@@ -144,16 +144,28 @@ pub async fn apply_plan(plan: &Plan, ctx: &ApplyContext<'_>) -> ApplyOutcome {
 pub async fn apply_pool(p: &PoolPlan, ctx: &ApplyContext<'_>) -> ApplyOutcome {
     let mut outcome = ApplyOutcome::default();
     if let Err(e) = pool_steps(p, ctx, &mut outcome).await {
-        outcome.errors.push(e);
+        outcome.errors.push(e.0);
     }
     outcome
+}
+
+/// Why a pool's steps stopped: the pool, the step and the error, as the
+/// operator reads it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct PoolStopped(String);
+
+impl From<String> for PoolStopped {
+    fn from(why: String) -> PoolStopped {
+        PoolStopped(why)
+    }
 }
 
 async fn pool_steps(
     p: &PoolPlan,
     ctx: &ApplyContext<'_>,
     outcome: &mut ApplyOutcome,
-) -> Result<(), String> {
+) -> Result<(), PoolStopped> {
     let who = format!("nodepool.{}", p.pool);
     let provider = ctx
         .providers
@@ -240,13 +252,13 @@ async fn pool_steps(
                 record_applied(p, provider.as_ref(), ctx)
                     .await
                     .map_err(|e| format!("{who}: {e}"))?;
-                return Err(text);
+                return Err(PoolStopped(text));
             }
         }
     }
     record_applied(p, provider.as_ref(), ctx)
         .await
-        .map_err(|e| format!("{who}: {e}"))
+        .map_err(|e| PoolStopped(format!("{who}: {e}")))
 }
 
 async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {

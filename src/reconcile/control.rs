@@ -18,10 +18,6 @@ pub enum ControlError {
     Journal(#[from] anyhow::Error),
 }
 
-/// What a pause or resume did, in one sentence for the operator; `Err` when
-/// there was nothing to do (and why).
-pub type Outcome = Result<String, ControlError>;
-
 async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, ControlError> {
     journal
         .load(pool)
@@ -29,8 +25,14 @@ async fn load(journal: &Journal, pool: &str) -> Result<RolloutState, ControlErro
         .ok_or_else(|| ControlError::NoRollout(pool.to_string()))
 }
 
-/// Stop starting new steps (steps in flight finish).
-pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestamp) -> Outcome {
+/// Stop starting new steps (steps in flight finish). What it did, in one
+/// sentence for the operator; `Err` when there was nothing to do (and why).
+pub async fn pause(
+    journal: &Journal,
+    pool: &str,
+    who: &str,
+    now: jiff::Timestamp,
+) -> Result<String, ControlError> {
     let mut r = load(journal, pool).await?;
     let message = control::pause(&mut r, who, now)?;
     journal.save(&r).await?;
@@ -39,7 +41,11 @@ pub async fn pause(journal: &Journal, pool: &str, who: &str, now: jiff::Timestam
 
 /// Continue a paused or Degraded rollout, or allow a rolled-back template to
 /// be tried again.
-pub async fn resume(journal: &Journal, pool: &str, now: jiff::Timestamp) -> Outcome {
+pub async fn resume(
+    journal: &Journal,
+    pool: &str,
+    now: jiff::Timestamp,
+) -> Result<String, ControlError> {
     let r = load(journal, pool).await?;
     match control::resume(&r, now)? {
         Resumed::Continue(r, message) => {

@@ -40,7 +40,10 @@ pub enum ExecutorError {
     Journal(#[from] anyhow::Error),
     /// This process may not act (it lost the leader lease).
     #[error("{pool}: {reason}")]
-    Fenced { pool: String, reason: String },
+    Fenced {
+        pool: String,
+        reason: crate::store::shared::Fenced,
+    },
     #[error(
         "the last rollout of {pool} to template {target} failed and was rolled back; \
          run `poolwright rollout resume {pool}` to try it again"
@@ -75,7 +78,7 @@ pub struct Executor<'a> {
 pub enum Tick {
     /// Still going; `waiting` says why no new step could start, if so.
     Continue {
-        waiting: Option<String>,
+        waiting: Option<crate::rollout::decide::Wait>,
     },
     Finished(Status),
 }

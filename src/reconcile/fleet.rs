@@ -1,4 +1,4 @@
-//! The fleet driver: performs what `fleet::decide` returns for each
+//! The fleet driver: performs what `fleet::decide_change` returns for each
 //! FleetRollout, journal first. It keeps each FleetRollout's change as last
 //! written (or read, under `--ha`, where every daemon writes it with a
 //! compare-and-swap), learns each governed pool's fact from its latest
@@ -17,7 +17,7 @@ use crate::fleet::decide::{Inputs, read_gate};
 use crate::fleet::rules::GateRules;
 use crate::fleet::{
     ChangeStatus, FleetNote, FleetView, GateOutcome, PoolFact, PoolRecord, Rules, Verdict, admit,
-    decide, verdict,
+    decide_change, verdict,
 };
 use crate::model::{EventKind, NodeTemplate, TemplateHash};
 use crate::spec::Config;
@@ -132,6 +132,17 @@ pub struct StageStatus {
     /// Each pool and where it stands (`done`, `rolling`, `waiting`,
     /// `failed`, `in-sync`, `unknown`, `rolled-back`).
     pub cells: Vec<(String, String)>,
+}
+
+/// Why a pause or resume of a change across pools did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ControlRefused(pub String);
+
+impl From<String> for ControlRefused {
+    fn from(why: String) -> ControlRefused {
+        ControlRefused(why)
+    }
 }
 
 impl Tracked {
@@ -364,11 +375,11 @@ impl FleetDriver {
         action: FleetControl,
         by: &str,
         reason: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ControlRefused> {
         let Some(t) = self.fleets.get_mut(fleet) else {
-            return Err(format!(
-                "no FleetRollout named {fleet:?} in the desired state in force"
-            ));
+            return Err(
+                format!("no FleetRollout named {fleet:?} in the desired state in force").into(),
+            );
         };
         t.ops.push(Op::Control {
             action,
@@ -478,7 +489,7 @@ impl FleetDriver {
                         Some((f, at)) if *at >= started => f.clone(),
                         _ => PoolFact::Unknown,
                     };
-                    let d = decide(
+                    let d = decide_change(
                         change,
                         &Inputs {
                             now,
@@ -521,7 +532,7 @@ impl FleetDriver {
                     }
                     if !admitted.is_empty() {
                         // What it waits for now, with the admitted pools rolling.
-                        let again = decide(
+                        let again = decide_change(
                             change,
                             &Inputs {
                                 now,
@@ -576,7 +587,7 @@ impl FleetDriver {
                                     fleet: name.clone(),
                                     change: id.clone(),
                                     by: "this daemon's role".into(),
-                                    reason: why.clone(),
+                                    reason: why.0.clone(),
                                 }),
                             )),
                             control @ Op::Control { .. } => t.ops.push(control),

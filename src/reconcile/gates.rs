@@ -89,7 +89,7 @@ impl GateReader {
         let unknown = |error: String| GateOutcome::Unknown { error };
         let url = match endpoint(&gate.url) {
             Ok(u) => u,
-            Err(e) => return unknown(e),
+            Err(e) => return unknown(e.0),
         };
         let body = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("query", &gate.query)
@@ -131,10 +131,10 @@ impl GateReader {
 }
 
 /// The query endpoint under the server's base URL.
-fn endpoint(base: &str) -> Result<Url, String> {
+fn endpoint(base: &str) -> Result<Url, crate::spec::values::InvalidValue> {
     let mut url: Url = base
         .parse()
-        .map_err(|e| format!("prometheus.url {base:?}: {e}"))?;
+        .map_err(|e| crate::spec::values::InvalidValue(format!("prometheus.url {base:?}: {e}")))?;
     let path = format!("{}/api/v1/query", url.path().trim_end_matches('/'));
     url.set_path(&path);
     Ok(url)

@@ -35,6 +35,45 @@ pub fn union(a: &[ChangeClass], b: &[ChangeClass]) -> Vec<ChangeClass> {
         .collect()
 }
 
+/// What the disruption policy does to disruptive steps of `classes` at
+/// `now`: the one check the planner and the rollout's gates share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyHold {
+    /// The policy lets them start (its gate is open).
+    Open,
+    /// Its gate is closed, but not for these classes (`appliesTo` names
+    /// others): they go ahead.
+    NotHeld {
+        reason: String,
+        applies_to: Vec<ChangeClass>,
+    },
+    /// They wait: why, and when the gate opens (`None`: not until the
+    /// policy changes).
+    Held {
+        reason: String,
+        opens: Option<jiff::Timestamp>,
+    },
+}
+
+pub fn policy_hold(
+    disruption: &crate::spec::types::Disruption,
+    semantics: crate::spec::types::Semantics,
+    classes: &[ChangeClass],
+    now: jiff::Timestamp,
+) -> PolicyHold {
+    match crate::policy::gate(disruption, now) {
+        crate::policy::Gate::Open { .. } => PolicyHold::Open,
+        crate::policy::Gate::Closed { reason, opens } => {
+            let applies_to = disruption.applies_to(semantics);
+            if applies(classes, &applies_to) {
+                PolicyHold::Held { reason, opens }
+            } else {
+                PolicyHold::NotHeld { reason, applies_to }
+            }
+        }
+    }
+}
+
 /// Whether a closed gate holds steps of `classes`: only if the policy applies
 /// to one of them.
 pub fn applies(classes: &[ChangeClass], held: &[ChangeClass]) -> bool {

@@ -334,7 +334,8 @@ pub struct HttpProvider {
     pub max_attempts: Option<At<u32>>,
     /// Bound on one call, its retries and their waits included: a plug-in
     /// that hangs fails the call after this, not after `timeout` times
-    /// `maxAttempts`. Default 60s, 1s to 30m.
+    /// `maxAttempts`. Default 60s, or `timeout` when that is longer; 1s to
+    /// 30m, and at least `timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation_timeout: Option<At<Duration>>,
     /// How often a rollout looks at a pool again; the plug-in's own

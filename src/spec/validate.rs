@@ -872,6 +872,14 @@ fn check_http(c: &mut Checker, http: &HttpProvider, pos: Pos) {
                 o.pos.or(pos),
                 format!("operationTimeout must be 1s to 30m, got {}", o.value),
             );
+        } else if d < timeout {
+            c.error(
+                o.pos.or(pos),
+                format!(
+                    "operationTimeout ({}) is shorter than timeout ({}): a request could not finish within it",
+                    o.value, http.timeout.value
+                ),
+            );
         }
     }
     if let Some(p) = &http.poll_interval {

@@ -86,6 +86,26 @@ pub fn unquoted_u32_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, 
         .map_err(|_| de::Error::custom(format!("{} is outside 0 to {}", at.value, u32::MAX)))
 }
 
+/// A value a user wrote that does not parse, and why (with the value), as
+/// it is shown at the value's position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidValue(pub String);
+
+impl From<String> for InvalidValue {
+    fn from(why: String) -> InvalidValue {
+        InvalidValue(why)
+    }
+}
+
+impl InvalidValue {
+    /// Whether the message says what was expected (a word that is not a
+    /// duration gets the other choices named after it).
+    pub fn contains(&self, what: &str) -> bool {
+        self.0.contains(what)
+    }
+}
+
 /// A non-negative duration written as `30s`, `10m`, `4h`, `1h30m` or `500ms`.
 ///
 /// Parsing is jiff's "friendly" duration format; a bare number is refused because
@@ -104,25 +124,27 @@ impl Duration {
         self.0
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, InvalidValue> {
         let expected = "expected a duration such as \"30s\", \"10m\", \"4h\" or \"1h30m\"";
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
-            return Err(format!(
+            return Err(InvalidValue(format!(
                 "invalid duration {text:?}: {expected} (a unit is required)"
-            ));
+            )));
         }
         let parsed: jiff::SignedDuration = trimmed
             .parse()
-            .map_err(|_| format!("invalid duration {text:?}: {expected}"))?;
+            .map_err(|_| InvalidValue(format!("invalid duration {text:?}: {expected}")))?;
         if parsed.is_negative() {
-            return Err(format!("invalid duration {text:?}: must not be negative"));
+            return Err(InvalidValue(format!(
+                "invalid duration {text:?}: must not be negative"
+            )));
         }
         let value = parsed.unsigned_abs();
         if value > MAX_DURATION {
-            return Err(format!(
+            return Err(InvalidValue(format!(
                 "invalid duration {text:?}: at most 30 days (720h) is allowed"
-            ));
+            )));
         }
         Ok(Duration(value))
     }
@@ -193,28 +215,30 @@ impl Age {
     pub const MIN: std::time::Duration = std::time::Duration::from_secs(3600);
     pub const MAX: std::time::Duration = std::time::Duration::from_secs(3650 * 24 * 3600);
 
-    pub fn parse(text: &str) -> Result<Age, String> {
+    pub fn parse(text: &str) -> Result<Age, InvalidValue> {
         let expected = "expected a node lifetime such as \"30d\", \"720h\" or \"12h\"";
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
-            return Err(format!(
+            return Err(InvalidValue(format!(
                 "invalid age {text:?}: {expected} (a unit is required)"
-            ));
+            )));
         }
         let span: jiff::Span = trimmed
             .parse()
-            .map_err(|_| format!("invalid age {text:?}: {expected}"))?;
+            .map_err(|_| InvalidValue(format!("invalid age {text:?}: {expected}")))?;
         let d = span
             .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
-            .map_err(|_| format!("invalid age {text:?}: {expected} (weeks, months and years are not fixed lengths; write days)"))?;
+            .map_err(|_| InvalidValue(format!("invalid age {text:?}: {expected} (weeks, months and years are not fixed lengths; write days)")))?;
         if d.is_negative() {
-            return Err(format!("invalid age {text:?}: must not be negative"));
+            return Err(InvalidValue(format!(
+                "invalid age {text:?}: must not be negative"
+            )));
         }
         let d = d.unsigned_abs();
         if !(Age::MIN..=Age::MAX).contains(&d) {
-            return Err(format!(
+            return Err(InvalidValue(format!(
                 "invalid age {text:?}: at least 1h and at most 3650d"
-            ));
+            )));
         }
         Ok(Age(Duration(d)))
     }
@@ -378,16 +402,16 @@ impl IntOrPercent {
         matches!(self, IntOrPercent::Int(0) | IntOrPercent::Percent(0))
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, InvalidValue> {
         let expected = "expected an integer or a percentage such as \"25%\"";
         let t = text.trim();
         let Some(number) = t.strip_suffix('%') else {
-            return Err(format!("invalid value {text:?}: {expected}"));
+            return Err(InvalidValue(format!("invalid value {text:?}: {expected}")));
         };
         number
             .parse::<i64>()
             .map(IntOrPercent::Percent)
-            .map_err(|_| format!("invalid percentage {text:?}: {expected}"))
+            .map_err(|_| InvalidValue(format!("invalid percentage {text:?}: {expected}")))
     }
 }
 
@@ -522,11 +546,11 @@ impl Weekday {
 pub struct TimeOfDay(pub jiff::civil::Time);
 
 impl TimeOfDay {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, InvalidValue> {
         let bad = || {
-            format!(
+            InvalidValue(format!(
                 "invalid time of day {text:?}: expected HH:MM in 24-hour form, such as \"02:00\""
-            )
+            ))
         };
         let (h, m) = text.split_once(':').ok_or_else(bad)?;
         if h.len() != 2 || m.len() != 2 {
@@ -569,15 +593,17 @@ impl JsonSchema for TimeOfDay {
 }
 
 /// Parse a five-field cron expression in the IANA zone `tz`.
-pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, String> {
+pub fn parse_cron(expr: &str, tz: &str) -> Result<cronexpr::Crontab, InvalidValue> {
     cronexpr::parse_crontab(&format!("{expr} {tz}")).map_err(|e| {
         // cronexpr quotes the input and puts the reason after a caret: keep the reason.
         let text = e.to_string();
-        text.lines()
-            .rev()
-            .find_map(|l| l.trim_start().strip_prefix("^ "))
-            .unwrap_or(text.lines().next().unwrap_or("invalid cron expression"))
-            .to_string()
+        InvalidValue(
+            text.lines()
+                .rev()
+                .find_map(|l| l.trim_start().strip_prefix("^ "))
+                .unwrap_or(text.lines().next().unwrap_or("invalid cron expression"))
+                .to_string(),
+        )
     })
 }
 

@@ -29,7 +29,7 @@ pub enum FleetJournal {
 pub enum FleetJournalError {
     /// This daemon holds no lease: it may not write what the daemons share.
     #[error("{0}")]
-    Fenced(String),
+    Fenced(super::shared::Fenced),
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
 }
@@ -108,7 +108,7 @@ impl FleetJournal {
     pub async fn of(
         &self,
         fleets: impl IntoIterator<Item = &str>,
-    ) -> BTreeMap<String, Result<FleetState, String>> {
+    ) -> BTreeMap<String, Result<FleetState, crate::model::Unreadable>> {
         let mut out = BTreeMap::new();
         for fleet in fleets {
             match self.load(fleet).await {
@@ -117,7 +117,10 @@ impl FleetJournal {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    out.insert(fleet.to_string(), Err(format!("{e:#}")));
+                    out.insert(
+                        fleet.to_string(),
+                        Err(crate::model::Unreadable(format!("{e:#}"))),
+                    );
                 }
             }
         }

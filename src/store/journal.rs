@@ -66,7 +66,7 @@ impl Journal {
     /// Whether this process may act on `pool` now: always with files; with
     /// the cluster, only while it holds the lease of the pool's shard (the
     /// leader lease without sharding). Asked before every side effect.
-    pub fn may_act(&self, pool: &str) -> Result<(), String> {
+    pub fn may_act(&self, pool: &str) -> Result<(), super::shared::Fenced> {
         match self {
             Journal::Files(_) | Journal::Memory(_) => Ok(()),
             Journal::Shared(home) => home.may_act(pool),
@@ -163,7 +163,7 @@ impl Journal {
     pub async fn of(
         &self,
         pools: &[String],
-    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, crate::model::Unreadable>>> {
         let wanted: std::collections::HashSet<&str> = pools.iter().map(String::as_str).collect();
         match self {
             Journal::Files(dir) => self.files(dir, |p| wanted.contains(p)).await,
@@ -182,7 +182,7 @@ impl Journal {
         &self,
         dir: &Path,
         keep: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, crate::model::Unreadable>>> {
         let mut out = BTreeMap::new();
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
@@ -204,7 +204,10 @@ impl Journal {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    out.insert(pool.to_string(), Err(format!("{e:#}")));
+                    out.insert(
+                        pool.to_string(),
+                        Err(crate::model::Unreadable(format!("{e:#}"))),
+                    );
                 }
             }
         }
@@ -214,7 +217,9 @@ impl Journal {
     /// Every pool's journal (a rollout in progress, stopped, or rolled back); a
     /// corrupt one is listed with its error, never dropped silently. `Err` when
     /// the journals cannot be listed at all.
-    pub async fn all(&self) -> anyhow::Result<BTreeMap<String, Result<RolloutState, String>>> {
+    pub async fn all(
+        &self,
+    ) -> anyhow::Result<BTreeMap<String, Result<RolloutState, crate::model::Unreadable>>> {
         match self {
             Journal::Files(dir) => self.files(dir, |_| true).await,
             Journal::Shared(home) => Ok(home
@@ -235,7 +240,7 @@ impl Journal {
                                 )
                             }
                         })
-                        .map_err(|e| format!("{e:#}"));
+                        .map_err(|e| crate::model::Unreadable(format!("{e:#}")));
                     (pool, state)
                 })
                 .collect()),

@@ -56,7 +56,7 @@ impl LatencyStore {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Step {
+enum Span {
     Boot,
     Drain,
     Terminate,
@@ -77,7 +77,7 @@ struct Held {
 /// history (an observer of the event sink, in `apply` and the daemon).
 pub struct LatencyRecorder {
     store: LatencyStore,
-    open: Mutex<HashMap<(String, String, Step), Timestamp>>,
+    open: Mutex<HashMap<(String, String, Span), Timestamp>>,
     pools: Mutex<HashMap<String, Held>>,
 }
 
@@ -95,12 +95,12 @@ impl LatencyRecorder {
             return;
         };
         let (step, begins) = match e.event {
-            EventKind::NodeCreateRequested => (Step::Boot, true),
-            EventKind::NodeHealthy => (Step::Boot, false),
-            EventKind::NodeCordoned => (Step::Drain, true),
-            EventKind::NodeDrained => (Step::Drain, false),
-            EventKind::TerminateRequested => (Step::Terminate, true),
-            EventKind::NodeTerminated => (Step::Terminate, false),
+            EventKind::NodeCreateRequested => (Span::Boot, true),
+            EventKind::NodeHealthy => (Span::Boot, false),
+            EventKind::NodeCordoned => (Span::Drain, true),
+            EventKind::NodeDrained => (Span::Drain, false),
+            EventKind::TerminateRequested => (Span::Terminate, true),
+            EventKind::NodeTerminated => (Span::Terminate, false),
             _ => return,
         };
         let key = (e.pool.clone(), node.clone(), step);
@@ -127,9 +127,9 @@ impl LatencyRecorder {
         });
         let l = &mut held.latencies;
         match step {
-            Step::Boot => l.boot.add(seconds),
-            Step::Drain => l.drain.add(seconds),
-            Step::Terminate => l.terminate.add(seconds),
+            Span::Boot => l.boot.add(seconds),
+            Span::Drain => l.drain.add(seconds),
+            Span::Terminate => l.terminate.add(seconds),
         }
         held.dirty = true;
         if held.saved.is_none_or(|t| t.elapsed() >= SAVE_EVERY) {

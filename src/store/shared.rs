@@ -21,12 +21,19 @@ pub enum Record<'a> {
     Fleet(&'a str),
 }
 
+/// Why this process may not act now: it holds no current term of the lease
+/// that fences the pool or record (lost, not yet taken, or being handed
+/// over). The text says which, for the operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Fenced(pub String);
+
 /// Why a shared write did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
     /// This daemon holds no current term for it (fenced).
     #[error("{0}")]
-    Fenced(String),
+    Fenced(Fenced),
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
 }
@@ -42,7 +49,7 @@ pub trait SharedHome: Send + Sync {
     /// The shard of `pool` (0 without sharding).
     fn shard_of(&self, pool: &str) -> u32;
     /// Whether this process may start a step on `pool` now.
-    fn may_act(&self, pool: &str) -> Result<(), String>;
+    fn may_act(&self, pool: &str) -> Result<(), Fenced>;
     /// The record as people know it (`ConfigMap NAMESPACE/NAME`).
     fn describe(&self, record: Record<'_>) -> String;
     async fn read(&self, record: Record<'_>) -> anyhow::Result<Option<String>>;

@@ -54,17 +54,21 @@ fn not_found(e: &crate::files::ReadError) -> bool {
 
 /// Read the snapshot and its log (regular files only, each within `limit`).
 /// `valid` says whether a record parses: only the last may fail (it is dropped).
-pub fn read(path: &Path, limit: u64, valid: impl Fn(&[u8]) -> bool) -> Result<Read, String> {
+pub fn read(
+    path: &Path,
+    limit: u64,
+    valid: impl Fn(&[u8]) -> bool,
+) -> Result<Read, crate::model::Unreadable> {
     let snapshot = match crate::files::read_regular(path, limit) {
         Ok(b) => Some(b),
         Err(e) if not_found(&e) => None,
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) => return Err(format!("reading {}: {e}", path.display()).into()),
     };
     let log = log_path(path);
     let log_bytes = match crate::files::read_regular(&log, limit) {
         Ok(b) => b,
         Err(e) if not_found(&e) => Vec::new(),
-        Err(e) => return Err(format!("reading {}: {e}", log.display())),
+        Err(e) => return Err(format!("reading {}: {e}", log.display()).into()),
     };
     let mut records = Vec::new();
     let mut whole = 0u64;
@@ -79,7 +83,8 @@ pub fn read(path: &Path, limit: u64, valid: impl Fn(&[u8]) -> bool) -> Result<Re
             return Err(format!(
                 "{} is corrupt: a record before the last does not parse",
                 log.display()
-            ));
+            )
+            .into());
         }
         if ended && valid(line) {
             records.push(line.to_vec());
@@ -97,7 +102,7 @@ pub fn read(path: &Path, limit: u64, valid: impl Fn(&[u8]) -> bool) -> Result<Re
             path.display(),
             log.display(),
             records.len()
-        ));
+        ).into());
     }
     Ok(Read {
         state: SnapshotLog {
@@ -233,7 +238,10 @@ mod tests {
         );
         std::fs::write(log_path(&path), b"{a}\n{b\n{c}\n").unwrap();
         let e = read(&path, 1 << 30, ok).err().unwrap();
-        assert!(e.contains("a record before the last does not parse"), "{e}");
+        assert!(
+            e.0.contains("a record before the last does not parse"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -242,7 +250,7 @@ mod tests {
         let path = dir.path().join("s.json");
         std::fs::write(log_path(&path), b"{a}\n").unwrap();
         let e = read(&path, 1 << 20, ok).err().unwrap();
-        assert!(e.contains("is missing but"), "{e}");
+        assert!(e.0.contains("is missing but"), "{e}");
     }
 
     #[test]

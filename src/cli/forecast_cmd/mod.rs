@@ -5,6 +5,7 @@
 //! to hit `progressDeadline`; `--sweep` compares budgets, `--set` tries one
 //! without editing files, `--svg` draws capacity over time.
 
+use crate::spec::values::InvalidValue;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -46,31 +47,37 @@ struct SetBudget {
     unavailable: Option<IntOrPercent>,
 }
 
-fn parse_sets(sets: &[String], config: &Config) -> Result<Vec<SetBudget>, String> {
+fn parse_sets(sets: &[String], config: &Config) -> Result<Vec<SetBudget>, InvalidValue> {
     let mut out: Vec<SetBudget> = Vec::new();
     for s in sets {
-        let (key, value) = s
-            .split_once('=')
-            .ok_or_else(|| format!("--set {s:?}: expected POOL.rollout.maxSurge=VALUE"))?;
+        let (key, value) = s.split_once('=').ok_or_else(|| {
+            InvalidValue(format!("--set {s:?}: expected POOL.rollout.maxSurge=VALUE"))
+        })?;
         let (pool, field) = key.split_once('.').ok_or_else(|| {
-            format!("--set {s:?}: expected POOL.rollout.maxSurge or POOL.rollout.maxUnavailable")
+            InvalidValue(format!(
+                "--set {s:?}: expected POOL.rollout.maxSurge or POOL.rollout.maxUnavailable"
+            ))
         })?;
         if !config.pools.contains_key(pool) {
-            return Err(format!(
+            return Err(InvalidValue(format!(
                 "--set {s:?}: no pool named {pool:?} in the desired state"
-            ));
+            )));
         }
         let v = value.trim();
         let parsed = match v.parse::<i64>() {
             Ok(n) => IntOrPercent::Int(n),
-            Err(_) => IntOrPercent::parse(v).map_err(|e| format!("--set {s:?}: {e}"))?,
+            Err(_) => {
+                IntOrPercent::parse(v).map_err(|e| InvalidValue(format!("--set {s:?}: {e}")))?
+            }
         };
         let (n, pct) = match parsed {
             IntOrPercent::Int(n) => (n, false),
             IntOrPercent::Percent(p) => (p, true),
         };
         if n < 0 || (!pct && n > 100_000) || (pct && n > 100) {
-            return Err(format!("--set {s:?}: must be 0 to 100000, or 0% to 100%"));
+            return Err(InvalidValue(format!(
+                "--set {s:?}: must be 0 to 100000, or 0% to 100%"
+            )));
         }
         let entry = match out.iter_mut().find(|b| b.pool == pool) {
             Some(e) => e,
@@ -87,9 +94,9 @@ fn parse_sets(sets: &[String], config: &Config) -> Result<Vec<SetBudget>, String
             "rollout.maxSurge" => entry.surge = Some(parsed),
             "rollout.maxUnavailable" => entry.unavailable = Some(parsed),
             other => {
-                return Err(format!(
+                return Err(InvalidValue(format!(
                     "--set {s:?}: {other:?} cannot be set; use rollout.maxSurge or rollout.maxUnavailable"
-                ));
+                )));
             }
         }
     }
@@ -103,7 +110,7 @@ fn with_budget(
     pool: &str,
     surge: Option<IntOrPercent>,
     unavailable: Option<IntOrPercent>,
-) -> Result<Settings, String> {
+) -> Result<Settings, InvalidValue> {
     let Some(entry) = config.pools.get(pool) else {
         return Ok(settings.clone());
     };
@@ -124,9 +131,9 @@ fn with_budget(
         .as_ref()
         .is_none_or(|u| u.value.is_zero());
     if surge_zero && unavailable_zero {
-        return Err(format!(
+        return Err(InvalidValue(format!(
             "{pool}: maxSurge and maxUnavailable cannot both be 0 (nothing could be replaced)"
-        ));
+        )));
     }
     Ok(Settings {
         budget: Budget::resolve(&rollout, settings.size),
@@ -430,14 +437,27 @@ fn forecast_plan(
         text.push_str("No roll planned: nothing to forecast.\n");
     }
     let mut curves = Vec::new();
-    for r in &rolled {
+    for (done, r) in rolled.iter().enumerate() {
         let set = sets.iter().find(|s| s.pool == r.pool);
         let settings = match set {
             Some(s) => with_budget(&r.settings, config, &r.pool, s.surge, s.unavailable)
                 .map_err(|e| anyhow::anyhow!("--set: {e}"))?,
             None => r.settings.clone(),
         };
-        let f = run_one(r, &settings, req, now)?;
+        let f = match run_one(r, &settings, req, now) {
+            Ok(f) => f,
+            // The time limit bounds the whole command: the pools not
+            // reached are said, and what was forecast is kept.
+            Err(e) if e.is::<forecast::OutOfTime>() => {
+                let _ = writeln!(
+                    text,
+                    "\nThe time limit ended the forecast after {done} of {} pools ({e}).",
+                    rolled.len()
+                );
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         if !text.is_empty() {
             text.push('\n');
         }

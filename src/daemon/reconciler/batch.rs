@@ -2,6 +2,7 @@
 //! batched calls (in a task of its own, so a slow provider holds up only its
 //! own pools), then planned and acted on one pool at a time.
 
+use crate::model::Unreadable;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -42,7 +43,7 @@ pub(super) struct ObservationRequest {
 pub struct Observation {
     request: ObservationRequest,
     observed: Observed,
-    journals: Result<BTreeMap<String, Result<RolloutState, String>>, String>,
+    journals: Result<BTreeMap<String, Result<RolloutState, Unreadable>>, Unreadable>,
     took: std::time::Duration,
 }
 
@@ -69,7 +70,7 @@ pub(super) fn spawn_observation(
         let journals = journal
             .of(&request.pools)
             .await
-            .map_err(|e| format!("{e:#}"));
+            .map_err(|e| Unreadable(format!("{e:#}")));
         Observation {
             request,
             observed,
@@ -84,11 +85,11 @@ pub(super) fn spawn_observation(
             Ok(o) => o,
             Err(e) => Observation {
                 observed: Observed::default(),
-                journals: Err(format!(
+                journals: Err(Unreadable(format!(
                     "observing {} pool(s) of provider {:?} failed: {e}",
                     failed.pools.len(),
                     failed.provider
-                )),
+                ))),
                 request: failed,
                 took: std::time::Duration::ZERO,
             },
@@ -162,7 +163,7 @@ impl Reconciler {
         // Every rollout's journal: a pool with one is resumed, or waits for a human.
         let journals = match journals {
             Ok(j) => j,
-            Err(e) => return self.batch_failed(&pools, e, started),
+            Err(e) => return self.batch_failed(&pools, e.0, started),
         };
         self.board.update(|d| d.reconcile.error = None);
         let wanted: HashSet<&str> = pools.iter().map(String::as_str).collect();

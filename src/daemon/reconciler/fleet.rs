@@ -332,7 +332,7 @@ impl Reconciler {
         self.fleet
             .driver
             .control(&fleet, control, who, &why)
-            .map_err(ControlRefusal::Refused)?;
+            .map_err(|e| ControlRefusal::Refused(e.0))?;
         self.fleet_step().await;
         let status = self.fleet.driver.status(self.clock.now());
         let f = status

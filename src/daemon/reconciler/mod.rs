@@ -100,7 +100,7 @@ pub struct Done {
     pub stopped: bool,
 }
 
-pub struct Settings {
+pub struct ReconcileOptions {
     pub prune: bool,
     pub dry_run: bool,
     pub parallelism: usize,
@@ -180,7 +180,7 @@ pub type LatestPlan = Arc<Mutex<Option<Arc<Latest>>>>;
 /// (`authority`), the pools' workers (`workers`), the fleet-wide views
 /// (`views`) and the policy blocks it announced (`blocks`).
 pub struct Reconciler {
-    settings: Settings,
+    settings: ReconcileOptions,
     source: ConfigSource,
     state: StateDir,
     clock: Arc<dyn Clock>,
@@ -213,7 +213,7 @@ pub struct Reconciler {
 impl Reconciler {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        settings: Settings,
+        settings: ReconcileOptions,
         source: ConfigSource,
         state: StateDir,
         clock: Arc<dyn Clock>,
@@ -588,7 +588,7 @@ impl Reconciler {
             s.planned_at = Some(now);
         });
 
-        let action = decision::decide(&PoolFacts {
+        let action = decision::choose_action(&PoolFacts {
             plan: p,
             journal: journal.as_ref().map(|r| &r.status),
             key: &key,

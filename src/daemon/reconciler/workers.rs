@@ -293,7 +293,7 @@ impl Reconciler {
         let who = format!("{who}: {why}");
         if let Some(reason) = (!self.authority.leads(&pool))
             .then(|| self.authority.standby_note(&pool))
-            .or_else(|| self.journal.may_act(&pool).err())
+            .or_else(|| self.journal.may_act(&pool).err().map(|f| f.0))
         {
             let _ = reply.send(Err(ControlRefusal::Refused(format!(
                 "nodepool.{pool}: this daemon does not act on it ({reason}); ask the daemon that does"
@@ -318,7 +318,7 @@ impl Reconciler {
         }
         let answer = self.control_now(&pool, action, &who).await;
         let changed = answer.is_ok();
-        let _ = reply.send(answer.map_err(ControlRefusal::Refused));
+        let _ = reply.send(answer.map_err(|e| ControlRefusal::Refused(e.to_string())));
         if changed {
             self.enqueue(&pool, Trigger::Control);
         }
@@ -329,7 +329,7 @@ impl Reconciler {
         pool: &str,
         action: ControlAction,
         who: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, crate::reconcile::control::ControlError> {
         let now = self.clock.now();
         let result = match action {
             ControlAction::Pause => control::pause(&self.journal, pool, who, now).await,
@@ -357,7 +357,7 @@ impl Reconciler {
                 phase: None,
             });
         }
-        result.map_err(|e| e.to_string())
+        result
     }
 
     /// Ask every worker to stop at its next safe point.

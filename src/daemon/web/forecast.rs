@@ -5,8 +5,11 @@
 //! thread, given up at its next look after `WORK`; a result (or the note
 //! that the pool is too large) is kept per pool and state of the roll for a
 //! minute and shared by every page asking; and after a forecast that took
-//! `d` none starts for `REST` times `d`, so pages cost at most a sixth of a
-//! core however often they are asked for.
+//! `d` no forecast of any pool starts for `REST` times `d` (a page asking
+//! meanwhile gets its pool's last one, or none), so pages cost at most a
+//! sixth of a core however often, and for however many pools, they are asked
+//! for. A pool too large for `WORK` gets `{"unavailable": why}` in place of
+//! the forecast.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -9,6 +9,24 @@ mod ssh;
 
 use std::fmt;
 
+/// Why a file of trusted keys (allowed signers, an OpenPGP keyring) cannot
+/// be used, as shown with the file's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadKeys(pub String);
+
+impl From<String> for BadKeys {
+    fn from(why: String) -> BadKeys {
+        BadKeys(why)
+    }
+}
+
+impl From<&str> for BadKeys {
+    fn from(why: &str) -> BadKeys {
+        BadKeys(why.to_string())
+    }
+}
+
 pub use openpgp::Keyring;
 pub use ssh::AllowedSigners;
 
@@ -52,7 +70,7 @@ pub const KEYS_LIMIT: u64 = 1024 * 1024;
 impl Trusted {
     /// Read the keys of `format` from `bytes` (the file's contents); an
     /// error says what in it is wrong.
-    pub fn parse(format: Format, bytes: &[u8]) -> Result<Trusted, String> {
+    pub fn parse(format: Format, bytes: &[u8]) -> Result<Trusted, BadKeys> {
         match format {
             Format::Ssh => {
                 let text = std::str::from_utf8(bytes)
@@ -64,11 +82,11 @@ impl Trusted {
     }
 
     /// Read the keys file at `path`: a regular file, at most [`KEYS_LIMIT`].
-    pub fn load(format: Format, path: &std::path::Path) -> Result<Trusted, String> {
+    pub fn load(format: Format, path: &std::path::Path) -> Result<Trusted, BadKeys> {
         let bytes = crate::files::read_regular(path, KEYS_LIMIT)
             .map_err(|e| format!("{} {}: {e}", format.keys_flag(), path.display()))?;
         Trusted::parse(format, &bytes)
-            .map_err(|e| format!("{} {}: {e}", format.keys_flag(), path.display()))
+            .map_err(|e| BadKeys(format!("{} {}: {e}", format.keys_flag(), path.display())))
     }
 
     /// Is `signature` (the commit's `gpgsig` header) a valid signature over

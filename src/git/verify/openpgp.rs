@@ -13,6 +13,7 @@
 //! exported one after the other) are merged, so a revocation appended to the
 //! file takes effect.
 
+use super::BadKeys;
 use std::io::Cursor;
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
@@ -36,12 +37,12 @@ const MAX_KEYS: usize = 1000;
 impl Keyring {
     /// Read a keyring, armored (any number of blocks) or binary; an error
     /// names the key that is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Keyring, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Keyring, BadKeys> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(NO_KEY.into());
         }
         let mut keys: Vec<SignedPublicKey> = Vec::new();
-        let mut add = |key: SignedPublicKey, n: usize| -> Result<(), String> {
+        let mut add = |key: SignedPublicKey, n: usize| -> Result<(), BadKeys> {
             let key = self_signed_only(key);
             key.verify_bindings().map_err(|e| {
                 format!(
@@ -57,7 +58,7 @@ impl Keyring {
                 None => keys.push(key),
             }
             if keys.len() > MAX_KEYS {
-                return Err(format!("more than {MAX_KEYS} keys"));
+                return Err(format!("more than {MAX_KEYS} keys").into());
             }
             Ok(())
         };
@@ -289,7 +290,7 @@ enum Block<'a> {
 const BEGIN: &str = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
 const END: &str = "-----END PGP PUBLIC KEY BLOCK-----";
 
-fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, String> {
+fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, BadKeys> {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Ok(vec![Block::Binary(bytes)]);
     };
@@ -304,7 +305,8 @@ fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, String> {
                 return Err(format!(
                     "text outside a {BEGIN} block: {:?}",
                     rest.trim().chars().take(40).collect::<String>()
-                ));
+                )
+                .into());
             }
             return Ok(out);
         };
@@ -312,10 +314,11 @@ fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, String> {
             return Err(format!(
                 "text outside a {BEGIN} block: {:?}",
                 rest[..start].trim().chars().take(40).collect::<String>()
-            ));
+            )
+            .into());
         }
         let Some(end) = rest[start..].find(END) else {
-            return Err(format!("a {BEGIN} block without its end line"));
+            return Err(format!("a {BEGIN} block without its end line").into());
         };
         let end = start + end + END.len();
         out.push(Block::Armored(&rest.as_bytes()[start..end]));
@@ -364,10 +367,11 @@ mod tests {
 
     #[test]
     fn what_is_not_a_keyring_or_an_openpgp_signature_is_refused_with_why() {
-        assert!(Keyring::parse(b"").unwrap_err().contains("no public key"));
+        assert!(Keyring::parse(b"").unwrap_err().0.contains("no public key"));
         assert!(
             Keyring::parse(b" \n")
                 .unwrap_err()
+                .0
                 .contains("no public key")
         );
         assert!(Keyring::parse(b"ssh-ed25519 AAAA... a@b").is_err());
@@ -375,7 +379,7 @@ mod tests {
             b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot base64 at all\n-----END PGP PUBLIC KEY BLOCK-----\n",
         )
         .unwrap_err();
-        assert!(!err.is_empty());
+        assert!(!err.0.is_empty());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! format of git's `gpg.ssh.allowedSignersFile`. Verified with the `ssh-key`
 //! crate, never by running `ssh-keygen`.
 
+use super::BadKeys;
 use ssh_key::{PublicKey, SshSig};
 
 use super::Unverified;
@@ -30,7 +31,7 @@ pub struct AllowedSigners {
 
 impl AllowedSigners {
     /// Parse an allowed signers file; an error names the line.
-    pub fn parse(text: &str) -> Result<AllowedSigners, String> {
+    pub fn parse(text: &str) -> Result<AllowedSigners, BadKeys> {
         let mut signers = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -117,7 +118,7 @@ impl AllowedSigners {
     }
 }
 
-fn parse_line(line: &str) -> Result<Signer, String> {
+fn parse_line(line: &str) -> Result<Signer, BadKeys> {
     let mut words = line.split_whitespace();
     let principals = words.next().ok_or("empty")?.to_string();
     let rest: Vec<&str> = words.collect();
@@ -146,7 +147,8 @@ fn parse_line(line: &str) -> Result<Signer, String> {
             other => {
                 return Err(format!(
                     "option {other:?} is not supported (namespaces, valid-after, valid-before)"
-                ));
+                )
+                .into());
             }
         }
     }
@@ -154,7 +156,7 @@ fn parse_line(line: &str) -> Result<Signer, String> {
 }
 
 /// The options of a line, split on the commas outside double quotes.
-fn options(text: &str) -> Result<Vec<String>, String> {
+fn options(text: &str) -> Result<Vec<String>, BadKeys> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut quoted = false;
@@ -169,7 +171,7 @@ fn options(text: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err(format!("unbalanced quotes in the options {text:?}"));
+        return Err(format!("unbalanced quotes in the options {text:?}").into());
     }
     out.push(current);
     Ok(out.into_iter().filter(|o| !o.is_empty()).collect())
@@ -180,11 +182,11 @@ fn is_key_type(word: &str) -> bool {
 }
 
 /// `YYYYMMDD[HHMM[SS]]`, UTC (a trailing `Z` is allowed).
-fn parse_time(s: &str) -> Result<i64, String> {
+fn parse_time(s: &str) -> Result<i64, BadKeys> {
     let digits = s.trim_end_matches('Z');
     let bad = || format!("{s:?} is not a time like 20261203 or 202612031040");
     if !digits.chars().all(|c| c.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
-        return Err(bad());
+        return Err(bad().into());
     }
     let num = |r: std::ops::Range<usize>| -> i16 {
         digits.get(r).and_then(|d| d.parse().ok()).unwrap_or(0)
@@ -213,10 +215,11 @@ mod tests {
         assert_eq!(allowed.len(), 2);
         assert_eq!(allowed.signers[1].namespaces, Some(vec!["git".to_string()]));
         assert_eq!(allowed.signers[1].valid_after, Some(1_767_225_600));
-        assert!(AllowedSigners::parse("").unwrap_err().contains("no key"));
+        assert!(AllowedSigners::parse("").unwrap_err().0.contains("no key"));
         assert!(
             AllowedSigners::parse("a@b cert-authority ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIC1zr0npcDh9luDCNRgdQjF/NsQpfFXERh58llfx5H/c")
                 .unwrap_err()
+                .0
                 .starts_with("line 1:")
         );
         assert!(AllowedSigners::parse("a@b nokey").is_err());

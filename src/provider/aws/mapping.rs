@@ -117,7 +117,9 @@ pub fn version_of(lt: &LaunchTemplate) -> String {
 
 /// Group tags for the pool's in-place attributes. Values AWS cannot hold are
 /// an error naming the attribute.
-pub fn in_place_tags(attrs: &InPlace) -> Result<BTreeMap<String, String>, String> {
+pub fn in_place_tags(
+    attrs: &InPlace,
+) -> Result<BTreeMap<String, String>, crate::spec::values::InvalidValue> {
     let mut tags = BTreeMap::new();
     for (k, v) in &attrs.tags {
         tags.insert(k.clone(), v.clone());
@@ -134,16 +136,17 @@ pub fn in_place_tags(attrs: &InPlace) -> Result<BTreeMap<String, String>, String
     }
     for (k, v) in &tags {
         if is_system_tag(k) {
-            return Err(format!("tag {k:?} is reserved for poolwright and AWS"));
+            return Err(format!("tag {k:?} is reserved for poolwright and AWS").into());
         }
         if v.chars().count() > MAX_TAG_VALUE {
             return Err(format!(
                 "{k:?} is {} characters; AWS tag values hold at most {MAX_TAG_VALUE}",
                 v.chars().count()
-            ));
+            )
+            .into());
         }
         if k.chars().count() > 128 {
-            return Err(format!("tag key {k:?} is longer than AWS's 128 characters"));
+            return Err(format!("tag key {k:?} is longer than AWS's 128 characters").into());
         }
     }
     Ok(tags)

@@ -622,7 +622,7 @@ impl Provider for Aws {
             ));
         }
         let mut tags = mapping::in_place_tags(&spec.in_place)
-            .map_err(|m| ProviderError::new(&call, ErrorKind::Rejected, m))?;
+            .map_err(|m| ProviderError::new(&call, ErrorKind::Rejected, m.0))?;
         tags.insert(TAG_MANAGED_BY.into(), MANAGED_BY.into());
         tags.insert(TAG_POOL.into(), spec.name.clone());
         tags.insert(TAG_TEMPLATE.into(), mapping::hash_tag(spec.template.hash()));
@@ -830,7 +830,7 @@ impl Provider for Aws {
         let group = self.group_of(pool).await?;
         let call = format!("CreateOrUpdateTags({group})");
         let want = mapping::in_place_tags(attrs)
-            .map_err(|m| ProviderError::new(&call, ErrorKind::Rejected, m))?;
+            .map_err(|m| ProviderError::new(&call, ErrorKind::Rejected, m.0))?;
         let view = self.describe_group(&call, &group).await?;
         let have = mapping::in_place_tags(&mapping::in_place_of(&view.tags)).unwrap_or_default();
         let changed: BTreeMap<String, String> = want

@@ -108,7 +108,24 @@ impl Report {
     }
 }
 
-type Outcome = Result<String, String>;
+/// Why a check failed: its row's detail.
+#[derive(Debug)]
+struct Failed(String);
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed(why)
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(why: &str) -> Failed {
+        Failed(why.to_string())
+    }
+}
+
+/// A check's outcome: what was seen when it passed, why when it failed.
+type Finding = Result<String, Failed>;
 
 struct Battery<'a> {
     http: &'a Http,
@@ -131,10 +148,10 @@ fn live(p: &ObservedPool) -> Vec<&crate::model::Node> {
 }
 
 impl Battery<'_> {
-    fn record(&mut self, check: &str, outcome: Outcome) -> bool {
+    fn record(&mut self, check: &str, outcome: Finding) -> bool {
         let (verdict, detail) = match outcome {
             Ok(d) => (Verdict::Pass, d),
-            Err(d) => (Verdict::Fail, d),
+            Err(Failed(d)) => (Verdict::Fail, d),
         };
         let passed = verdict == Verdict::Pass;
         self.results.push(CheckResult {
@@ -157,12 +174,12 @@ impl Battery<'_> {
         format!("{}-{suffix}", self.opts.prefix)
     }
 
-    async fn describe(&self, pool: &str) -> Result<Option<ObservedPool>, String> {
+    async fn describe(&self, pool: &str) -> Result<Option<ObservedPool>, Failed> {
         self.http
             .describe_pools(&[pool.to_string()])
             .await
             .map(|mut v| v.pop())
-            .map_err(|e| e.to_string())
+            .map_err(|e| Failed(e.to_string()))
     }
 
     /// Look until `ok` holds of the pool (or the timeout passes).
@@ -171,7 +188,7 @@ impl Battery<'_> {
         pool: &str,
         what: &str,
         ok: impl Fn(Option<&ObservedPool>) -> bool,
-    ) -> Result<Option<ObservedPool>, String> {
+    ) -> Result<Option<ObservedPool>, Failed> {
         let deadline = std::time::Instant::now() + self.opts.timeout;
         let poll = self
             .http
@@ -188,18 +205,19 @@ impl Battery<'_> {
                     "{what}: not seen within {:?}; last describe: {}",
                     self.opts.timeout,
                     summary(seen.as_ref())
-                ));
+                )
+                .into());
             }
             tokio::time::sleep(poll).await;
         }
     }
 
-    async fn raw(&self, call: &Call<'_>) -> Result<Answer, String> {
+    async fn raw(&self, call: &Call<'_>) -> Result<Answer, Failed> {
         self.http
             .transport()
             .exchange(call, true)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| Failed(e.to_string()))
     }
 
     /// Delete what an earlier, interrupted run left behind.
@@ -262,7 +280,7 @@ pub async fn run(http: &Http, opts: &Options) -> Report {
                 Err(e) if e.kind == ErrorKind::NotFound => {
                     Ok("deleting it again answers not-found".to_string())
                 }
-                Err(e) => Err(format!("deleting a deleted pool: {e} (want not-found)")),
+                Err(e) => Err(format!("deleting a deleted pool: {e} (want not-found)").into()),
                 Ok(()) => Err("deleting a deleted pool succeeded (want not-found)".into()),
             };
             b.record("delete-missing", again);
@@ -301,10 +319,11 @@ async fn capabilities(b: &mut Battery<'_>) -> bool {
                 Err(format!(
                     "the check's templates set {} which the plug-in does not act on; pass --template and --new-template it understands",
                     needed.join(", ")
-                ))
+                )
+                .into())
             }
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.to_string().into()),
     };
     b.record("capabilities", outcome)
 }
@@ -387,15 +406,15 @@ async fn battery(b: &mut Battery<'_>) {
     }
 }
 
-async fn create(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn create(b: &Battery<'_>, pool: &str) -> Finding {
     b.http
         .create_pool(&b.spec(pool, 2), &key("create-a"))
         .await
         .map(|()| format!("{pool} at 2 nodes"))
-        .map_err(|e| e.to_string())
+        .map_err(|e| Failed(e.to_string()))
 }
 
-async fn describe_created(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn describe_created(b: &Battery<'_>, pool: &str) -> Finding {
     let want = b.opts.template.hash();
     let spec = b.spec(pool, 2);
     let p = b
@@ -410,14 +429,15 @@ async fn describe_created(b: &Battery<'_>, pool: &str) -> Outcome {
         .await?
         .ok_or("absent")?;
     if p.size != 2 {
-        return Err(format!("size {} (want 2)", p.size));
+        return Err(format!("size {} (want 2)", p.size).into());
     }
     if p.template != b.opts.template {
         return Err(format!(
             "the template is not returned verbatim: sent {}, got {}",
             serde_json::to_string(&b.opts.template).unwrap_or_default(),
             serde_json::to_string(&p.template).unwrap_or_default()
-        ));
+        )
+        .into());
     }
     if p.in_place != spec.in_place {
         return Err("inPlace attributes given at creation are not returned".into());
@@ -427,7 +447,7 @@ async fn describe_created(b: &Battery<'_>, pool: &str) -> Outcome {
     ))
 }
 
-async fn describe_batch(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn describe_batch(b: &Battery<'_>, pool: &str) -> Finding {
     let missing = b.pool("missing");
     let answer = b
         .http
@@ -440,15 +460,13 @@ async fn describe_batch(b: &Battery<'_>, pool: &str) -> Outcome {
             "asked for {pool} and {missing}: only {pool} answered"
         ))
     } else {
-        Err(format!(
-            "asked for {pool} and {missing}, answered {names:?}"
-        ))
+        Err(format!("asked for {pool} and {missing}, answered {names:?}").into())
     }
 }
 
 /// Exactly `describeBatchSize` names are answered; one more is refused as
 /// `invalid`, not silently cut short.
-async fn describe_batch_limit(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn describe_batch_limit(b: &Battery<'_>, pool: &str) -> Finding {
     let batch = b.caps.as_ref().map_or(1, |c| c.describe_batch_size) as usize;
     let mut names = vec![pool.to_string()];
     names.extend((1..=batch).map(|i| format!("{}-{i}", b.pool("missing"))));
@@ -466,7 +484,8 @@ async fn describe_batch_limit(b: &Battery<'_>, pool: &str) -> Outcome {
         return Err(format!(
             "describing describeBatchSize ({batch}) pools answered {}",
             full.status
-        ));
+        )
+        .into());
     }
     let over = b.raw(&describe(&names)).await?;
     problem_with(
@@ -484,7 +503,7 @@ async fn describe_batch_limit(b: &Battery<'_>, pool: &str) -> Outcome {
 
 /// Adopting a pool marks it managed (again: the check created it); a
 /// missing pool is not-found.
-async fn adopt(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn adopt(b: &Battery<'_>, pool: &str) -> Finding {
     b.http
         .adopt_pool(pool, &key("adopt"))
         .await
@@ -497,13 +516,13 @@ async fn adopt(b: &Battery<'_>, pool: &str) -> Outcome {
         Err(e) if e.kind == ErrorKind::NotFound => {
             Ok(format!("{pool} adopted; a missing pool answers not-found"))
         }
-        Err(e) => Err(format!("adopting a missing pool: {e} (want not-found)")),
+        Err(e) => Err(format!("adopting a missing pool: {e} (want not-found)").into()),
         Ok(()) => Err("adopting a missing pool succeeded (want not-found)".into()),
     }
 }
 
 /// Creating a pool whose name exists, under a new key, is a conflict.
-async fn duplicate_pool(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn duplicate_pool(b: &Battery<'_>, pool: &str) -> Finding {
     let spec = b.spec(pool, 1);
     let k = key("create-duplicate");
     let call = Call::mutate(
@@ -521,7 +540,7 @@ async fn duplicate_pool(b: &Battery<'_>, pool: &str) -> Outcome {
 }
 
 /// A plug-in that does not reimage says so with 501, not by acting.
-async fn reimage_unsupported(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn reimage_unsupported(b: &Battery<'_>, pool: &str) -> Finding {
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     let node = live(&p)
         .first()
@@ -543,7 +562,7 @@ async fn reimage_unsupported(b: &Battery<'_>, pool: &str) -> Outcome {
 
 /// Growing to a size over the quota is refused with 403 `quota-exceeded`,
 /// and nothing is launched.
-async fn quota(b: &Battery<'_>, pool: &str, size: u32) -> Outcome {
+async fn quota(b: &Battery<'_>, pool: &str, size: u32) -> Finding {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
     let k = key("quota");
     let call = Call::mutate(
@@ -554,6 +573,16 @@ async fn quota(b: &Battery<'_>, pool: &str, size: u32) -> Outcome {
         &k,
     );
     let a = b.raw(&call).await?;
+    if a.status.is_success() {
+        // Not refused: the size was really asked for. Put it back before
+        // anything else runs against the pool.
+        let _ = b.http.set_size(pool, before.size, &key("quota-undo")).await;
+        return Err(format!(
+            "size {size} was accepted ({}), not refused with 403 quota-exceeded; the pool was set back to {}",
+            a.status, before.size
+        )
+        .into());
+    }
     let seen = problem_with(&a, &[StatusCode::FORBIDDEN], ProblemType::QuotaExceeded)?;
     let after = b.describe(pool).await?.ok_or("pool absent")?;
     if after.size != before.size || live(&after).len() > live(&before).len() {
@@ -561,12 +590,13 @@ async fn quota(b: &Battery<'_>, pool: &str, size: u32) -> Outcome {
             "refused, but the pool went from {} to {}",
             summary(Some(&before)),
             summary(Some(&after))
-        ));
+        )
+        .into());
     }
     Ok(format!("size {size}: {seen}; nothing launched"))
 }
 
-async fn resize(b: &Battery<'_>, pool: &str, to: u32) -> Outcome {
+async fn resize(b: &Battery<'_>, pool: &str, to: u32) -> Finding {
     b.http
         .set_size(pool, to, &key(&format!("size-{to}")))
         .await
@@ -580,7 +610,7 @@ async fn resize(b: &Battery<'_>, pool: &str, to: u32) -> Outcome {
 
 /// Launch one node; its id from the answer, or (for a platform that
 /// assigns ids later) the one new node describe shows.
-async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, String> {
+async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, Failed> {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
     let known: BTreeSet<String> = before.nodes.iter().map(|n| n.id.to_string()).collect();
     let want = before.size + 1;
@@ -590,7 +620,7 @@ async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, S
         .await
         .map_err(|e| e.to_string())?;
     if ids.len() > 1 {
-        return Err(format!("asked for 1 node, got ids {ids:?}"));
+        return Err(format!("asked for 1 node, got ids {ids:?}").into());
     }
     let p = b
         .wait_for(pool, &format!("size {want} with one new live node"), |o| {
@@ -610,19 +640,16 @@ async fn launch_one(b: &Battery<'_>, pool: &str, name: &str) -> Result<String, S
         .collect();
     match fresh.as_slice() {
         [one] => Ok(one.clone()),
-        more => Err(format!(
-            "asked for 1 node, {} appeared: {more:?}",
-            more.len()
-        )),
+        more => Err(format!("asked for 1 node, {} appeared: {more:?}", more.len()).into()),
     }
 }
 
-async fn create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn create_nodes(b: &Battery<'_>, pool: &str) -> Finding {
     let id = launch_one(b, pool, "create-nodes").await?;
     Ok(format!("launched {id}; size 3"))
 }
 
-async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Outcome {
+async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Finding {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
     let nodes = live(&before);
     let Some(victim) = nodes.last().map(|n| n.id.to_string()) else {
@@ -663,7 +690,8 @@ async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Outco
     if !lost.is_empty() {
         return Err(format!(
             "terminating {victim} also took {lost:?} (only the chosen node may go)"
-        ));
+        )
+        .into());
     }
     Ok(if decrement {
         format!("{victim} gone, no other node touched, size {size}")
@@ -672,7 +700,7 @@ async fn terminate_chosen(b: &Battery<'_>, pool: &str, decrement: bool) -> Outco
     })
 }
 
-async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn template_change(b: &Battery<'_>, pool: &str) -> Finding {
     let old = b.opts.template.hash();
     let new = b.opts.new_template.hash();
     let before = b.describe(pool).await?.ok_or("pool absent")?;
@@ -688,10 +716,7 @@ async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
     }
     let fresh = p.nodes.iter().find(|n| *n.id == *id).ok_or("vanished")?;
     if fresh.template != new {
-        return Err(format!(
-            "the new node {id} carries {} (want {new})",
-            fresh.template
-        ));
+        return Err(format!("the new node {id} carries {} (want {new})", fresh.template).into());
     }
     for n in p
         .nodes
@@ -702,7 +727,8 @@ async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
             return Err(format!(
                 "running node {} changed its hash to {} (running nodes keep theirs)",
                 n.id, n.template
-            ));
+            )
+            .into());
         }
     }
     // Back to two nodes for the checks that follow.
@@ -715,7 +741,7 @@ async fn template_change(b: &Battery<'_>, pool: &str) -> Outcome {
     ))
 }
 
-async fn in_place(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn in_place(b: &Battery<'_>, pool: &str) -> Finding {
     let attrs = InPlace {
         labels: [("tier".to_string(), "check".to_string())].into(),
         annotations: [("note".to_string(), "conformance".to_string())].into(),
@@ -738,11 +764,12 @@ async fn in_place(b: &Battery<'_>, pool: &str) -> Outcome {
             "read back {} (want {})",
             serde_json::to_string(&p.in_place).unwrap_or_default(),
             serde_json::to_string(&attrs).unwrap_or_default()
-        ))
+        )
+        .into())
     }
 }
 
-async fn bounds(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn bounds(b: &Battery<'_>, pool: &str) -> Finding {
     let want = Some(Bounds { min: 1, max: 5 });
     b.http
         .set_bounds(pool, want, &key("bounds"))
@@ -750,7 +777,7 @@ async fn bounds(b: &Battery<'_>, pool: &str) -> Outcome {
         .map_err(|e| e.to_string())?;
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     if p.autoscaling != want {
-        return Err(format!("set [1, 5], read back {:?}", p.autoscaling));
+        return Err(format!("set [1, 5], read back {:?}", p.autoscaling).into());
     }
     b.http
         .set_bounds(pool, None, &key("bounds-clear"))
@@ -758,12 +785,12 @@ async fn bounds(b: &Battery<'_>, pool: &str) -> Outcome {
         .map_err(|e| e.to_string())?;
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     if p.autoscaling.is_some() {
-        return Err(format!("cleared, read back {:?}", p.autoscaling));
+        return Err(format!("cleared, read back {:?}", p.autoscaling).into());
     }
     Ok("set [1, 5] and cleared".into())
 }
 
-async fn reimage(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn reimage(b: &Battery<'_>, pool: &str) -> Finding {
     let new = b.opts.new_template.hash();
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     let node = live(&p)
@@ -787,7 +814,7 @@ async fn reimage(b: &Battery<'_>, pool: &str) -> Outcome {
 }
 
 /// Send `call` twice; both must succeed.
-async fn twice(b: &Battery<'_>, call: &Call<'_>) -> Result<(Answer, Answer), String> {
+async fn twice(b: &Battery<'_>, call: &Call<'_>) -> Result<(Answer, Answer), Failed> {
     let first = b.raw(call).await?;
     let second = b.raw(call).await?;
     for (i, a) in [&first, &second].iter().enumerate() {
@@ -797,13 +824,14 @@ async fn twice(b: &Battery<'_>, call: &Call<'_>) -> Result<(Answer, Answer), Str
                 if i == 0 { "the first" } else { "the repeated" },
                 a.status,
                 String::from_utf8_lossy(&a.body)
-            ));
+            )
+            .into());
         }
     }
     Ok((first, second))
 }
 
-async fn idempotent_create_pool(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_create_pool(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-create-pool");
     let body = wire::CreatePoolRequest {
         pool: b.spec(pool, 1),
@@ -824,7 +852,7 @@ async fn idempotent_create_pool(b: &Battery<'_>, pool: &str) -> Outcome {
     Ok("the same key twice: one pool, one node".into())
 }
 
-async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-create-nodes");
     let call = Call::mutate(
         "CreateNodes".into(),
@@ -834,22 +862,20 @@ async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
         &k,
     );
     let (first, second) = twice(b, &call).await?;
-    let ids = |a: &Answer| -> Result<Vec<String>, String> {
+    let ids = |a: &Answer| -> Result<Vec<String>, Failed> {
         serde_json::from_slice::<wire::CreateNodesResponse>(&a.body)
             .map(|r| r.nodes)
-            .map_err(|e| format!("answer is not a CreateNodesResponse: {e}"))
+            .map_err(|e| Failed(format!("answer is not a CreateNodesResponse: {e}")))
     };
     let (a, z) = (ids(&first)?, ids(&second)?);
     if a.len() > 1 {
-        return Err(format!("asked for 1 node, got ids {a:?}"));
+        return Err(format!("asked for 1 node, got ids {a:?}").into());
     }
     if a != z {
-        return Err(format!(
-            "the repeated request answered other ids: {a:?} then {z:?}"
-        ));
+        return Err(format!("the repeated request answered other ids: {a:?} then {z:?}").into());
     }
     if a.iter().any(|id| !valid_node_id(id)) {
-        return Err(format!("invalid node ids {a:?}"));
+        return Err(format!("invalid node ids {a:?}").into());
     }
     b.wait_for(pool, "size 2 with 2 live nodes", |o| {
         o.is_some_and(|p| p.size == 2 && live(p).len() == 2)
@@ -865,7 +891,7 @@ async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
     .await;
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     if p.size != 2 || live(&p).len() != 2 {
-        return Err(format!("acted twice: {}", summary(Some(&p))));
+        return Err(format!("acted twice: {}", summary(Some(&p))).into());
     }
     Ok(format!(
         "the same key twice: one node ({}), same answer",
@@ -873,7 +899,7 @@ async fn idempotent_create_nodes(b: &Battery<'_>, pool: &str) -> Outcome {
     ))
 }
 
-async fn idempotent_terminate(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_terminate(b: &Battery<'_>, pool: &str) -> Finding {
     let p = b.describe(pool).await?.ok_or("pool absent")?;
     let victim = live(&p)
         .first()
@@ -897,7 +923,7 @@ async fn idempotent_terminate(b: &Battery<'_>, pool: &str) -> Outcome {
     ))
 }
 
-async fn idempotent_set_size(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_set_size(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-size");
     let call = Call::mutate(
         "SetSize".into(),
@@ -916,7 +942,7 @@ async fn idempotent_set_size(b: &Battery<'_>, pool: &str) -> Outcome {
 
 /// The template set twice under one key: the template is the new one, and
 /// the repeat neither launches nor replaces a node.
-async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Finding {
     let before = b.describe(pool).await?.ok_or("pool absent")?;
     let ids: Vec<String> = live(&before).iter().map(|n| n.id.to_string()).collect();
     let k = key("idem-template");
@@ -939,14 +965,15 @@ async fn idempotent_set_template(b: &Battery<'_>, pool: &str) -> Outcome {
     if now != ids {
         return Err(format!(
             "nodes changed: {ids:?} then {now:?} (setting a template replaces none)"
-        ));
+        )
+        .into());
     }
     Ok("the same key twice: the new template, the same nodes".into())
 }
 
 /// A pool deleted twice under one key: both answers succeed (the repeat is
 /// the first answer replayed, not a not-found), and the pool is gone.
-async fn idempotent_delete(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn idempotent_delete(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-delete");
     let call = Call::mutate(
         "DeletePool".into(),
@@ -961,7 +988,7 @@ async fn idempotent_delete(b: &Battery<'_>, pool: &str) -> Outcome {
 }
 
 /// A key is bound to its request: the same key with another body is refused.
-async fn key_reuse_other_body(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn key_reuse_other_body(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-reuse");
     let first = Call::mutate(
         "SetSize".into(),
@@ -972,7 +999,7 @@ async fn key_reuse_other_body(b: &Battery<'_>, pool: &str) -> Outcome {
     );
     let a = b.raw(&first).await?;
     if !a.status.is_success() {
-        return Err(format!("the first request answered {}", a.status));
+        return Err(format!("the first request answered {}", a.status).into());
     }
     let other = Call::mutate(
         "SetSize".into(),
@@ -989,14 +1016,15 @@ async fn key_reuse_other_body(b: &Battery<'_>, pool: &str) -> Outcome {
         Err(format!(
             "the same key with another body answered {} and the size is {} (want a 422 and size 2)",
             z.status, p.size
-        ))
+        )
+        .into())
     }
 }
 
 /// The same request under the same key twice at once (a retry that
 /// overtakes the first attempt): one node, and both get its answer (one may
 /// first be told, 409 with Retry-After, that the key is in progress).
-async fn concurrent_duplicate(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn concurrent_duplicate(b: &Battery<'_>, pool: &str) -> Finding {
     let k = key("idem-concurrent");
     let call = Call::mutate(
         "CreateNodes".into(),
@@ -1025,7 +1053,7 @@ async fn concurrent_duplicate(b: &Battery<'_>, pool: &str) -> Outcome {
                 "answered {} ({}); want 2xx, or 409 with Retry-After while the first is in progress",
                 a.status,
                 String::from_utf8_lossy(&a.body)
-            ));
+            ).into());
         }
         answers.push(a.body);
     }
@@ -1037,7 +1065,8 @@ async fn concurrent_duplicate(b: &Battery<'_>, pool: &str) -> Outcome {
         return Err(format!(
             "the two answers differ: {:?} and {:?}",
             ids[0].nodes, ids[1].nodes
-        ));
+        )
+        .into());
     }
     b.wait_for(pool, "size 3 with 3 live nodes", |o| {
         o.is_some_and(|p| p.size == 3 && live(p).len() == 3)
@@ -1046,7 +1075,7 @@ async fn concurrent_duplicate(b: &Battery<'_>, pool: &str) -> Outcome {
     Ok("two requests under one key at once: one node, the same answer".into())
 }
 
-async fn problem_on_bad_request(b: &Battery<'_>) -> Outcome {
+async fn problem_on_bad_request(b: &Battery<'_>) -> Finding {
     let k = key("bad-request");
     let call = Call::mutate(
         "CreatePool".into(),
@@ -1063,11 +1092,11 @@ async fn problem_on_bad_request(b: &Battery<'_>) -> Outcome {
     )
 }
 
-async fn not_found(b: &Battery<'_>) -> Outcome {
+async fn not_found(b: &Battery<'_>) -> Finding {
     let missing = b.pool("missing");
     match b.http.set_size(&missing, 1, &key("not-found")).await {
         Err(e) if e.kind == ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("set size of a missing pool: {e} (want not-found)")),
+        Err(e) => return Err(format!("set size of a missing pool: {e} (want not-found)").into()),
         Ok(()) => return Err("set size of a missing pool succeeded".into()),
     }
     let k = key("not-found-raw");
@@ -1082,7 +1111,7 @@ async fn not_found(b: &Battery<'_>) -> Outcome {
     problem_with(&a, &[StatusCode::NOT_FOUND], ProblemType::NotFound)
 }
 
-async fn unauthorized(b: &Battery<'_>) -> Outcome {
+async fn unauthorized(b: &Battery<'_>) -> Finding {
     let call = Call::get("Capabilities".into(), vec!["v1", "capabilities"]);
     let a = b
         .http
@@ -1096,11 +1125,12 @@ async fn unauthorized(b: &Battery<'_>) -> Outcome {
         Err(format!(
             "a request without the token answered {} (want 401)",
             a.status
-        ))
+        )
+        .into())
     }
 }
 
-fn problem_with(a: &Answer, statuses: &[StatusCode], want: ProblemType) -> Outcome {
+fn problem_with(a: &Answer, statuses: &[StatusCode], want: ProblemType) -> Finding {
     if !statuses.contains(&a.status) {
         return Err(format!(
             "answered {} (want {})",
@@ -1110,14 +1140,16 @@ fn problem_with(a: &Answer, statuses: &[StatusCode], want: ProblemType) -> Outco
                 .map(|s| s.as_u16().to_string())
                 .collect::<Vec<_>>()
                 .join(" or ")
-        ));
+        )
+        .into());
     }
     let Some(p) = a.problem() else {
         return Err(format!(
             "answered {} with content type {:?}, not application/problem+json",
             a.status,
             a.content_type.as_deref().unwrap_or("none")
-        ));
+        )
+        .into());
     };
     match p.kind.as_deref().and_then(ProblemType::parse) {
         Some(t) if t == want => Ok(format!(
@@ -1125,11 +1157,11 @@ fn problem_with(a: &Answer, statuses: &[StatusCode], want: ProblemType) -> Outco
             a.status.as_u16(),
             p.kind.unwrap_or_default()
         )),
-        _ => Err(format!("problem type {:?} (want {})", p.kind, want.uri())),
+        _ => Err(format!("problem type {:?} (want {})", p.kind, want.uri()).into()),
     }
 }
 
-async fn delete(b: &Battery<'_>, pool: &str) -> Outcome {
+async fn delete(b: &Battery<'_>, pool: &str) -> Finding {
     b.http
         .delete_pool(pool, &key("delete"))
         .await

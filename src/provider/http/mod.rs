@@ -50,14 +50,37 @@ pub struct Http {
     caps: RwLock<Option<(Instant, wire::Capabilities)>>,
 }
 
+/// Why a plug-in's provider document, or a file it names (token, CA,
+/// client certificate), cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadSettings(pub String);
+
+impl From<String> for BadSettings {
+    fn from(why: String) -> BadSettings {
+        BadSettings(why)
+    }
+}
+
+/// How a plug-in's answer breaks the contract (what types cannot say).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Breach(pub String);
+
+impl From<String> for Breach {
+    fn from(why: String) -> Breach {
+        Breach(why)
+    }
+}
+
 /// A settings path, relative to the provider document's directory.
 fn resolve(base: &Path, p: &Path) -> std::path::PathBuf {
     base.join(crate::files::expand_home(p))
 }
 
-fn read_pem(what: &str, path: &Path) -> std::result::Result<Vec<u8>, String> {
+fn read_pem(what: &str, path: &Path) -> std::result::Result<Vec<u8>, BadSettings> {
     crate::files::read_regular(path, MAX_PEM_BYTES)
-        .map_err(|e| format!("{what} {}: {e}", path.display()))
+        .map_err(|e| BadSettings(format!("{what} {}: {e}", path.display())))
 }
 
 impl Http {
@@ -67,7 +90,7 @@ impl Http {
         name: &str,
         settings: &HttpProvider,
         base: &Path,
-    ) -> std::result::Result<Http, String> {
+    ) -> std::result::Result<Http, BadSettings> {
         let mut url: Url = settings
             .url
             .parse()
@@ -90,10 +113,7 @@ impl Http {
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| format!("caFile {}: {e}", ca.value.display()))?;
             if certs.is_empty() {
-                return Err(format!(
-                    "caFile {}: no certificate in it",
-                    ca.value.display()
-                ));
+                return Err(format!("caFile {}: no certificate in it", ca.value.display()).into());
             }
             // The plug-in's CA, and only it: a private endpoint is not vouched
             // for by the public roots.
@@ -127,10 +147,12 @@ impl Http {
                     .max_attempts
                     .as_ref()
                     .map_or(DEFAULT_ATTEMPTS, |a| a.value),
-                settings
-                    .operation_timeout
-                    .as_ref()
-                    .map_or(DEFAULT_OPERATION_TIMEOUT, |o| o.value.as_std()),
+                // By default at least one whole request: a plug-in given a
+                // long `timeout` keeps it.
+                settings.operation_timeout.as_ref().map_or(
+                    DEFAULT_OPERATION_TIMEOUT.max(settings.timeout.value.as_std()),
+                    |o| o.value.as_std(),
+                ),
             ),
             poll_interval: settings.poll_interval.as_ref().map(|d| d.value.as_std()),
             caps: RwLock::new(None),
@@ -233,25 +255,27 @@ impl Http {
 }
 
 /// What types cannot say about capabilities.
-fn check_capabilities(c: &wire::Capabilities) -> std::result::Result<(), String> {
+fn check_capabilities(c: &wire::Capabilities) -> std::result::Result<(), Breach> {
     if c.protocol != wire::PROTOCOL {
         return Err(format!(
             "the plug-in speaks protocol {:?}; this poolwright speaks {:?}",
             c.protocol,
             wire::PROTOCOL
-        ));
+        )
+        .into());
     }
     if !(1..=wire::MAX_DESCRIBE_BATCH).contains(&c.describe_batch_size) {
         return Err(format!(
             "describeBatchSize must be 1 to {}, got {}",
             wire::MAX_DESCRIBE_BATCH,
             c.describe_batch_size
-        ));
+        )
+        .into());
     }
     if let Some(p) = c.poll_interval_seconds
         && !(1..=3600).contains(&p)
     {
-        return Err(format!("pollIntervalSeconds must be 1 to 3600, got {p}"));
+        return Err(format!("pollIntervalSeconds must be 1 to 3600, got {p}").into());
     }
     Ok(())
 }
@@ -270,23 +294,24 @@ pub fn valid_node_id(id: &str) -> bool {
 fn observations(
     asked: &[String],
     answer: wire::DescribeResponse,
-) -> std::result::Result<Vec<ObservedPool>, String> {
+) -> std::result::Result<Vec<ObservedPool>, Breach> {
     let asked: HashSet<&str> = asked.iter().map(String::as_str).collect();
     let mut seen_pools = BTreeSet::new();
     let mut seen_nodes = HashSet::new();
     let mut out = Vec::with_capacity(answer.pools.len());
     for (i, p) in answer.pools.into_iter().enumerate() {
         if !asked.contains(p.name.as_str()) {
-            return Err(format!("pools[{i}].name: {:?} was not asked for", p.name));
+            return Err(format!("pools[{i}].name: {:?} was not asked for", p.name).into());
         }
         if !seen_pools.insert(p.name.clone()) {
-            return Err(format!("pools[{i}].name: {:?} appears twice", p.name));
+            return Err(format!("pools[{i}].name: {:?} appears twice", p.name).into());
         }
         if p.size > MAX_POOL_SIZE {
             return Err(format!(
                 "pools[{i}].size: {} is above the limit of {MAX_POOL_SIZE}",
                 p.size
-            ));
+            )
+            .into());
         }
         if let Some(b) = p.bounds
             && (b.min > b.max || b.max > MAX_POOL_SIZE)
@@ -294,7 +319,8 @@ fn observations(
             return Err(format!(
                 "pools[{i}].bounds: [{}, {}] is not a valid range",
                 b.min, b.max
-            ));
+            )
+            .into());
         }
         let mut nodes = Vec::with_capacity(p.nodes.len());
         for (j, n) in p.nodes.into_iter().enumerate() {
@@ -302,18 +328,17 @@ fn observations(
                 return Err(format!(
                     "pools[{i}].nodes[{j}].id: {:?} is not a valid node id (1 to 253 printable ASCII characters, no spaces or '/')",
                     n.id
-                ));
+                ).into());
             }
             if !seen_nodes.insert(n.id.clone()) {
-                return Err(format!(
-                    "pools[{i}].nodes[{j}].id: node {:?} appears twice",
-                    n.id
-                ));
+                return Err(
+                    format!("pools[{i}].nodes[{j}].id: node {:?} appears twice", n.id).into(),
+                );
             }
             if n.zone.as_ref().is_some_and(|z| z.len() > 253) {
-                return Err(format!(
-                    "pools[{i}].nodes[{j}].zone: longer than 253 characters"
-                ));
+                return Err(
+                    format!("pools[{i}].nodes[{j}].zone: longer than 253 characters").into(),
+                );
             }
             if n.labels.len() > 64
                 || n.labels
@@ -322,7 +347,7 @@ fn observations(
             {
                 return Err(format!(
                     "pools[{i}].nodes[{j}].labels: at most 64, keys 1 to 317 and values up to 1,024 characters"
-                ));
+                ).into());
             }
             nodes.push(Node {
                 id: n.id.into(),
@@ -725,12 +750,12 @@ mod tests {
         ];
         for (pools, expected) in cases {
             let e = observations(&asked, wire::DescribeResponse { pools }).unwrap_err();
-            assert!(e.starts_with(expected), "{e}");
+            assert!(e.0.starts_with(expected), "{e}");
         }
         let mut big = pool("web", vec![]);
         big.size = MAX_POOL_SIZE + 1;
         let e = observations(&asked, wire::DescribeResponse { pools: vec![big] }).unwrap_err();
-        assert!(e.contains("above the limit"), "{e}");
+        assert!(e.0.contains("above the limit"), "{e}");
     }
 
     #[test]

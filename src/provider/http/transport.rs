@@ -56,14 +56,14 @@ impl Token {
     }
 
     /// The token to send now.
-    pub fn current(&self) -> Result<Option<String>, String> {
+    pub fn current(&self) -> Result<Option<String>, super::BadSettings> {
         match self {
             Token::None => Ok(None),
             Token::Env { name, value } => match value {
                 Some(v) if !v.is_empty() => Ok(Some(v.clone())),
-                _ => Err(format!(
-                    "tokenEnv: environment variable {name} is not set or empty"
-                )),
+                _ => {
+                    Err(format!("tokenEnv: environment variable {name} is not set or empty").into())
+                }
             },
             Token::File { path, cache } => {
                 let meta = std::fs::metadata(path)
@@ -82,7 +82,7 @@ impl Token {
                     .map_err(|e| format!("tokenFile {}: {e}", path.display()))?;
                 let token = text.trim().to_string();
                 if token.is_empty() {
-                    return Err(format!("tokenFile {} is empty", path.display()));
+                    return Err(format!("tokenFile {} is empty", path.display()).into());
                 }
                 *cache = Some((stamp.0, stamp.1, token.clone()));
                 Ok(Some(token))
@@ -296,7 +296,7 @@ impl Transport {
         let token = if send_token {
             self.token
                 .current()
-                .map_err(|e| fail(ErrorKind::Rejected, e))?
+                .map_err(|e| fail(ErrorKind::Rejected, e.0))?
         } else {
             None
         };
@@ -526,7 +526,7 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 /// validation, checked again here.
 pub fn header_map(
     headers: &std::collections::BTreeMap<String, String>,
-) -> Result<HeaderMap, String> {
+) -> Result<HeaderMap, super::BadSettings> {
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         let name = HeaderName::from_bytes(k.as_bytes())
@@ -578,7 +578,7 @@ mod tests {
         std::fs::write(&path, "second-token\n").unwrap();
         assert_eq!(t.current().unwrap().as_deref(), Some("second-token"));
         std::fs::write(&path, "").unwrap();
-        assert!(t.current().unwrap_err().contains("is empty"));
+        assert!(t.current().unwrap_err().0.contains("is empty"));
     }
 }
 

@@ -7,8 +7,7 @@ use crate::model::EventKind;
 use jiff::Timestamp;
 
 use super::tally::Tally;
-use super::{Decision, Inputs, after};
-use crate::policy;
+use super::{Decision, Inputs, Wait, after};
 use crate::rollout::change;
 use crate::rollout::state::Status;
 
@@ -64,10 +63,12 @@ pub(super) fn evaluate(d: &mut Decision, t: &Tally, inp: &Inputs) -> Gates {
     let s = &mut d.state;
     let set = s.settings.clone();
     let has_work = t.outdated_unmarked > 0 || t.surplus > 0 || t.updated_live < t.want;
-    let gate = policy::gate(&set.disruption, now);
-    let held = !inp.override_policy
-        && !gate.is_open()
-        && change::applies(&s.current_classes(), &set.held_classes());
+    let held_by =
+        match change::policy_hold(&set.disruption, set.semantics, &s.current_classes(), now) {
+            change::PolicyHold::Held { reason, .. } if !inp.override_policy => Some(reason),
+            _ => None,
+        };
+    let held = held_by.is_some();
     let running = matches!(s.status, Status::Running);
     if has_work && running {
         if held && !s.blocked_by_policy {
@@ -105,15 +106,13 @@ pub(super) fn evaluate(d: &mut Decision, t: &Tally, inp: &Inputs) -> Gates {
     let s = &mut d.state;
     let baking = s.bake_until.is_some_and(|b| now < b);
     d.waiting = match &s.status {
-        Status::Running if held && has_work => Some(match &gate {
-            policy::Gate::Closed { reason, .. } => format!("blocked by the {reason}"),
-            policy::Gate::Open { .. } => "blocked by the disruption policy".into(),
+        Status::Running if has_work && let Some(reason) = &held_by => Some(Wait::Policy {
+            reason: reason.clone(),
         }),
-        Status::Running if baking => Some(format!(
-            "baking at a checkpoint until {}",
-            s.bake_until.expect("baking")
-        )),
-        Status::Paused { reason } | Status::Degraded { reason } => Some(reason.clone()),
+        Status::Running if baking => s.bake_until.map(|until| Wait::Bake { until }),
+        Status::Paused { reason } | Status::Degraded { reason } => Some(Wait::Human {
+            reason: reason.clone(),
+        }),
         _ => None,
     };
     // Waiting for the policy or a bake is not a lack of progress.
@@ -177,7 +176,13 @@ mod tests {
         assert!(!g.open && g.baking, "{g:?}");
         assert_eq!(d.state.bake_until, Some(at(30)));
         assert_eq!(d.notes[0].event, EventKind::Checkpoint);
-        assert!(d.waiting.unwrap().starts_with("baking at a checkpoint"));
+        assert!(matches!(d.waiting, Some(Wait::Bake { .. })));
+        assert!(
+            d.waiting
+                .unwrap()
+                .to_string()
+                .starts_with("baking at a checkpoint")
+        );
     }
 
     #[test]
@@ -193,7 +198,7 @@ mod tests {
         assert!(g.held && !g.open);
         assert_eq!(d.notes[0].event, EventKind::BlockedByPolicy);
         assert_eq!(
-            d.waiting.as_deref(),
+            d.waiting.map(|w| w.to_string()).as_deref(),
             Some("blocked by the disruption policy Block")
         );
         // The same freeze applying to config changes only: not held.
@@ -236,6 +241,11 @@ mod tests {
         };
         let (d, g) = evaluate_with(s, &work(), t0());
         assert!(!g.open);
-        assert_eq!(d.waiting.as_deref(), Some("paused by ops"));
+        assert_eq!(
+            d.waiting,
+            Some(Wait::Human {
+                reason: "paused by ops".into()
+            })
+        );
     }
 }

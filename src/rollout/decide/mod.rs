@@ -151,7 +151,39 @@ pub struct Decision {
     pub actions: Vec<Action>,
     pub notes: Vec<Note>,
     /// Why no new step could start, when that is the case.
-    pub waiting: Option<String>,
+    pub waiting: Option<Wait>,
+}
+
+/// What keeps a rollout from starting a new step, when something does. Its
+/// text is written here, and only here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// The disruption policy holds the roll's change classes; `reason`
+    /// names the policy ("disruption policy Block").
+    Policy { reason: String },
+    /// A checkpoint's bake.
+    Bake { until: Timestamp },
+    /// Paused or Degraded: a human decides; `reason` says why.
+    Human { reason: String },
+    /// The provider refused surge capacity, and maxUnavailable is 0.
+    SurgeRefused { retry_at: Timestamp },
+    /// The step function declined to visit the nodes (it does not).
+    Unvisited,
+}
+
+impl std::fmt::Display for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wait::Policy { reason } => write!(f, "blocked by the {reason}"),
+            Wait::Bake { until } => write!(f, "baking at a checkpoint until {until}"),
+            Wait::Human { reason } => f.write_str(reason),
+            Wait::SurgeRefused { retry_at } => write!(
+                f,
+                "surge capacity refused by the provider; retrying at {retry_at} (maxUnavailable is 0, so no node can be taken down first)"
+            ),
+            Wait::Unvisited => f.write_str("the step function could not visit the pool's nodes"),
+        }
+    }
 }
 
 impl Decision {
@@ -451,7 +483,7 @@ fn unvisited(prev: &RolloutState) -> Decision {
         state: prev.clone(),
         actions: Vec::new(),
         notes: Vec::new(),
-        waiting: Some("the step function could not visit the pool's nodes".into()),
+        waiting: Some(Wait::Unvisited),
     }
 }
 

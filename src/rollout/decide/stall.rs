@@ -183,7 +183,7 @@ pub(super) fn waits_for(d: &Decision, t: &Tally, inp: &Inputs) -> String {
         parts.push(leaving.join(", "));
     }
     if let Some(w) = &d.waiting {
-        parts.push(w.clone());
+        parts.push(w.to_string());
     }
     if parts.is_empty() {
         parts.push("a step that could not start (nothing is in flight)".into());

@@ -33,11 +33,11 @@ pub(super) fn start(
     let canary_limit = s.settings.canary && !s.canary_done;
     let refused = s.surge_refused_until.is_some_and(|u| now < u);
     let surge = if refused { 0 } else { budget.surge };
-    if refused && budget.unavailable == 0 {
-        d.waiting = Some(format!(
-            "surge capacity refused by the provider; retrying at {} (maxUnavailable is 0, so no node can be taken down first)",
-            s.surge_refused_until.expect("refused")
-        ));
+    if refused
+        && budget.unavailable == 0
+        && let Some(retry_at) = s.surge_refused_until
+    {
+        d.waiting = Some(super::Wait::SurgeRefused { retry_at });
     }
     let room = size.saturating_add(surge).saturating_sub(t.total);
     // New nodes for every old one but the held ones (no surge is kept

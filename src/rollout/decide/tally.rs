@@ -103,7 +103,9 @@ impl Tally {
             0
         };
         let t = Tally {
-            total: inp.provider_size.max(listed).saturating_add(terminating),
+            // A provider whose size still holds a terminating node (an ASG's
+            // desired capacity) counts it once.
+            total: inp.provider_size.max(listed.saturating_add(terminating)),
             available,
             updated_live,
             updated_available,

@@ -5,11 +5,9 @@
 //! no release) hands the lease over once it expires, and the standby finishes
 //! the rollout from the journal in the cluster without repeating a step.
 
-mod support;
-
-use support::daemon as daemon_support;
-use support::kube as kube_support;
-use support::moto;
+use crate::support::daemon as daemon_support;
+use crate::support::kube as kube_support;
+use crate::support::moto;
 
 use std::collections::BTreeMap;
 use std::path::Path;

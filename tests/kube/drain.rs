@@ -6,9 +6,7 @@
 //! status themselves (observedGeneration, disruptionsAllowed), as the disruption
 //! controller would; the API server's eviction handler reads and decrements it.
 
-mod support;
-
-use support::kube as kube_cp;
+use crate::support::kube as kube_cp;
 
 use std::time::Duration;
 

@@ -5,9 +5,7 @@
 //! PDB-protected app (placing replicas on schedulable Ready nodes, keeping the
 //! budget's status), and records how many replicas were available throughout.
 
-mod support;
-
-use support::kube as kube_cp;
+use crate::support::kube as kube_cp;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};

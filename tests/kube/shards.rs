@@ -6,10 +6,8 @@
 //! taken over once their leases expire and its rollouts finished without a
 //! node terminated twice; a daemon joining takes its share at safe points.
 
-mod support;
-
-use support::daemon as daemon_support;
-use support::kube as kube_support;
+use crate::support::daemon as daemon_support;
+use crate::support::kube as kube_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
