@@ -76,7 +76,9 @@ pub fn check_named_files(config: &crate::spec::Config) -> Vec<Diagnostic> {
             .parent()
             .unwrap_or(Path::new("."))
             .join(crate::files::expand_home(&p.value));
-        match crate::files::read_regular(&resolved, NAMED_FILE_LIMIT) {
+        // Only its type and size: the daemon checks on every reload, and the
+        // file is read by what uses it.
+        match crate::files::check_regular(&resolved, NAMED_FILE_LIMIT) {
             Ok(_) => {}
             // Not here: the directory may be checked on a laptop, not on
             // the bastion; plan and apply say so when they connect.

@@ -93,16 +93,31 @@ pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10
 /// and the caller gets an error at the deadline (the thread is left to finish
 /// or hang alone).
 pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    within_deadline(path, limit, read_regular_now)
+}
+
+/// Whether `path` (following symlinks) is a regular file of at most `limit`
+/// bytes, found within [`READ_DEADLINE`]; nothing of it is read.
+pub fn check_regular(path: &Path, limit: u64) -> Result<(), ReadError> {
+    within_deadline(path, limit, |p, l| open_regular(p, l).map(|_| ()))
+}
+
+/// `f(path, limit)` on a thread of its own, given up at [`READ_DEADLINE`].
+fn within_deadline<T: Send + 'static>(
+    path: &Path,
+    limit: u64,
+    f: fn(&Path, u64) -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let owned = path.to_path_buf();
     let spawned = std::thread::Builder::new()
         .name("read-file".into())
         .spawn(move || {
-            let _ = tx.send(read_regular_now(&owned, limit));
+            let _ = tx.send(f(&owned, limit));
         });
     if spawned.is_err() {
-        // No thread to be had: read here rather than not at all.
-        return read_regular_now(path, limit);
+        // No thread to be had: do it here rather than not at all.
+        return f(path, limit);
     }
     match rx.recv_timeout(READ_DEADLINE) {
         Ok(result) => result,
@@ -110,7 +125,8 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     }
 }
 
-fn read_regular_now(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+/// `path` opened without blocking, if it is a regular file within `limit`.
+fn open_regular(path: &Path, limit: u64) -> Result<(std::fs::File, u64), ReadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
@@ -122,7 +138,12 @@ fn read_regular_now(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     if meta.len() > limit {
         return Err(ReadError::TooLarge(limit));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    Ok((file, meta.len()))
+}
+
+fn read_regular_now(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let (file, len) = open_regular(path, limit)?;
+    let mut bytes = Vec::with_capacity(len as usize);
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         // It grew while being read.

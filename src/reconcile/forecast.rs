@@ -308,14 +308,6 @@ impl Limits {
         }
     }
 
-    /// Both cores, until `limit` from now.
-    pub fn within(limit: Option<std::time::Duration>) -> Limits {
-        Limits {
-            deadline: limit.map(|l| std::time::Instant::now() + l),
-            threads: 2,
-        }
-    }
-
     fn passed(&self) -> bool {
         self.deadline
             .is_some_and(|d| std::time::Instant::now() >= d)
