@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::Common;
 use super::snapshot::Snapshot;
 use crate::plan::render::Source;
-use crate::plan::{FORMAT_VERSION, Plan, config_digest, observed_digest};
+use crate::plan::{Plan, SAVED_FORMAT_VERSION, config_digest, observed_digest};
 use crate::store::Inventory;
 
 const KIND: &str = "poolwright-plan";
@@ -56,7 +56,7 @@ impl SavedPlan {
     ) -> anyhow::Result<Self> {
         Ok(SavedPlan {
             kind: KIND.into(),
-            format_version: FORMAT_VERSION,
+            format_version: SAVED_FORMAT_VERSION,
             created_at: now,
             dir: absolute(dir)?,
             state_dir: absolute(&common.state_dir)?,
@@ -96,8 +96,8 @@ impl SavedPlan {
             )
         })?;
         anyhow::ensure!(
-            saved.format_version == FORMAT_VERSION,
-            "{} has plan format {}, this release applies {FORMAT_VERSION}",
+            saved.format_version == SAVED_FORMAT_VERSION,
+            "{} has plan format {}, this release applies {SAVED_FORMAT_VERSION}",
             path.display(),
             saved.format_version
         );

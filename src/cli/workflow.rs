@@ -289,11 +289,7 @@ pub(super) fn apply(
     let waiting: Vec<String> = plan
         .pools
         .iter()
-        .filter_map(|p| {
-            p.waiting
-                .as_ref()
-                .map(|w| format!("nodepool.{}: {w}", p.pool))
-        })
+        .filter_map(|p| p.waiting().map(|w| format!("nodepool.{}: {w}", p.pool)))
         .collect();
     let held = plan.summary().held > 0;
     if !(plan.has_changes() || staged && held) {

@@ -89,9 +89,9 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
         }
         _ => {}
     }
-    if let Some(why) = &p.waiting {
+    if let Some(why) = p.waiting() {
         // Rolled back from the template the files still ask for.
-        return PoolAction::Show(PoolState::Degraded, why.clone());
+        return PoolAction::Show(PoolState::Degraded, why.to_string());
     }
     match p.headline {
         Headline::Error => return PoolAction::Error(p.reason.clone()),
@@ -106,14 +106,8 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
         return PoolAction::Show(PoolState::Held, held.clone());
     }
     if !p.has_changes() {
-        return match &p.blocked {
-            Some(b) => PoolAction::Show(
-                PoolState::Blocked,
-                match b.until {
-                    Some(u) => format!("{} until {u}", b.reason),
-                    None => b.reason.clone(),
-                },
-            ),
+        return match p.blocked() {
+            Some(b) => PoolAction::Show(PoolState::Blocked, b.with_until()),
             None => PoolAction::Show(PoolState::InSync, "matches the desired state".into()),
         };
     }
@@ -142,7 +136,7 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Blocked, Step};
+    use crate::plan::{Hold, Step};
 
     fn plan(headline: Headline, steps: Vec<Step>) -> PoolPlan {
         PoolPlan {
@@ -154,12 +148,11 @@ mod tests {
             attributes: vec![],
             steps,
             rollout: None,
-            blocked: None,
+            hold: None,
             drift: vec![],
             prevent_destroy: false,
             policy_overridden: None,
             notes: vec![],
-            waiting: None,
             fleet: None,
             preflight: None,
             deferred: None,
@@ -197,8 +190,8 @@ mod tests {
         let work = plan(Headline::Update, scale());
         let idle = plan(Headline::NoOp, vec![]);
         let mut blocked = plan(Headline::RollCreateFirst, vec![]);
-        blocked.blocked = Some(Blocked {
-            reason: "blocked by disruption policy Block".into(),
+        blocked.hold = Some(Hold::Policy {
+            policy: "disruption policy Block".into(),
             until: None,
             timezone: None,
         });

@@ -281,7 +281,7 @@ impl Previewer {
         preview.changes = plan
             .pools
             .iter()
-            .filter(|p| p.has_changes() || p.blocked.is_some() || p.waiting.is_some())
+            .filter(|p| p.has_changes() || p.hold.is_some())
             .map(|p| PoolChange {
                 pool: p.pool.clone(),
                 action: p.headline,

@@ -259,7 +259,7 @@ pub fn fact_of(
     }
     match journal.map(|j| &j.status) {
         Some(Status::Degraded { reason }) => return PoolFact::Failed(reason.clone()),
-        Some(Status::RolledBack { reason, .. }) if p.waiting.is_some() => {
+        Some(Status::RolledBack { reason, .. }) if p.waiting().is_some() => {
             return PoolFact::RolledBack(reason.clone());
         }
         Some(Status::Paused { reason }) => return PoolFact::Paused(reason.clone()),

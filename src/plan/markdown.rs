@@ -53,18 +53,21 @@ pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
                 inline(&p.reason)
             ));
         }
-        if let Some(b) = &p.blocked {
-            let until = b.until.map(|t| format!(" until {t}")).unwrap_or_default();
+        if let Some(b) = p.blocked() {
+            let until = b.until().map(|t| format!(" until {t}")).unwrap_or_default();
             attention.push(format!(
                 "- :no_entry: {who} is blocked{until}: {}",
-                inline(&b.reason)
+                inline(&b.to_string())
             ));
         }
         if let Some(held) = p.fleet.as_ref().and_then(|f| f.held.as_ref()) {
             attention.push(format!("- :pause_button: {who} is held: {}", inline(held)));
         }
-        if let Some(w) = &p.waiting {
-            attention.push(format!("- :hand: {who} waits for a human: {}", inline(w)));
+        if let Some(w) = p.waiting() {
+            attention.push(format!(
+                "- :hand: {who} waits for a human: {}",
+                inline(&w.to_string())
+            ));
         }
     }
     if !attention.is_empty() {

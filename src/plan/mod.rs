@@ -7,6 +7,7 @@
 mod attributes;
 mod digest;
 pub mod fleet;
+mod hold;
 pub mod lifetime;
 pub mod markdown;
 mod planner;
@@ -14,6 +15,7 @@ pub mod render;
 
 pub use attributes::{AttrChange, Value};
 pub use digest::{config_digest, observed_digest, work_key};
+pub use hold::{Hold, HumanWait};
 pub use planner::{Observed, PlanOptions, plan, plan_one};
 
 use serde::{Deserialize, Serialize};
@@ -22,8 +24,12 @@ use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateHash};
 use crate::rollout::{Budget, Settings, Strategy};
 use crate::spec::types::{ChangeClass, Semantics};
 
-/// Version of the JSON forms (`plan --output json` and saved plans).
+/// Version of the JSON form `plan --output json` prints.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Version of a saved plan (`plan -out`), which only the same release applies
+/// (2: a pool's hold is typed).
+pub const SAVED_FORMAT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -151,18 +157,6 @@ pub struct RolloutPlan {
     pub waves: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Blocked {
-    pub reason: String,
-    /// When the disruptive steps may start (next window), if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<jiff::Timestamp>,
-    /// The pool's time zone, to show `until` as the operator thinks of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
-}
-
 /// Something changed outside poolwright since it last applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -186,13 +180,16 @@ pub struct PoolPlan {
     /// Why, in one sentence.
     pub reason: String,
     pub attributes: Vec<AttrChange>,
-    /// Steps `apply` will run now (disruptive steps are omitted while blocked
-    /// or held by a FleetRollout).
+    /// Steps `apply` will run now (disruptive steps are omitted while held
+    /// by a policy, the pre-flight or a FleetRollout).
     pub steps: Vec<Step>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPlan>,
+    /// Why its roll does not run now: a disruption policy or the PDB
+    /// pre-flight holds it (the other changes proceed), or its rollout waits
+    /// for a human (nothing is done to the pool until `rollout resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<Blocked>,
+    pub hold: Option<Hold>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Drift>,
     /// Protected by lifecycle.preventDestroy (recorded in the inventory on apply).
@@ -206,10 +203,6 @@ pub struct PoolPlan {
     /// service would refuse, a policy that does not hold this change).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// Its rollout waits for a human (`poolwright rollout resume`): paused,
-    /// Degraded, or rolled back; nothing is done to it until then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<String>,
     /// The FleetRollout that governs its roll: its stage, and why the roll
     /// waits when it does (the roll is then not a step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,7 +211,7 @@ pub struct PoolPlan {
     /// that would block a drain, or why the cluster could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
-    /// The roll the disruption policy holds until `blocked.until` (not a
+    /// The roll the disruption policy holds until its window opens (not a
     /// step now): what a forecast of the held roll plays from the opening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred: Option<Box<Step>>,
@@ -251,10 +244,20 @@ impl PoolPlan {
         !self.steps.is_empty()
     }
 
+    /// Its roll is held by a disruption policy or the pre-flight.
+    pub fn blocked(&self) -> Option<&Hold> {
+        self.hold.as_ref().filter(|h| h.blocks())
+    }
+
+    /// Its rollout waits for a human.
+    pub fn waiting(&self) -> Option<&Hold> {
+        self.hold.as_ref().filter(|h| h.for_a_human())
+    }
+
     /// The roll planned: a step now, or held by the disruption policy
     /// until its window opens (not one held with no opening in sight).
     pub fn roll(&self) -> Option<(&NodeTemplate, &Settings)> {
-        let opens = self.blocked.as_ref().is_some_and(|b| b.until.is_some());
+        let opens = self.blocked().is_some_and(|b| b.until().is_some());
         self.steps
             .iter()
             .chain(self.deferred.as_deref().filter(|_| opens))
@@ -321,13 +324,11 @@ impl Plan {
             }) {
                 s.change += 1;
             }
-            match &p.blocked {
-                Some(b) if b.reason.starts_with("refused by drain.preflight") => s.refused += 1,
+            match &p.hold {
+                Some(h) if h.is_preflight() => s.refused += 1,
+                Some(h) if h.for_a_human() => s.waiting += 1,
                 Some(_) => s.blocked += 1,
                 None => {}
-            }
-            if p.waiting.is_some() {
-                s.waiting += 1;
             }
             if p.fleet.as_ref().is_some_and(|f| f.held.is_some()) {
                 s.held += 1;
@@ -348,8 +349,7 @@ impl Plan {
     pub fn differs(&self) -> bool {
         self.pools.iter().any(|p| {
             p.has_changes()
-                || p.blocked.is_some()
-                || p.waiting.is_some()
+                || p.hold.is_some()
                 || p.fleet.as_ref().is_some_and(|f| f.held.is_some())
         })
     }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use super::attributes::{attributes, diff};
-use super::{Blocked, Drift, Headline, PdbFinding, Plan, PoolPlan, Preflight, RolloutPlan, Step};
+use super::{
+    Drift, Headline, Hold, HumanWait, PdbFinding, Plan, PoolPlan, Preflight, RolloutPlan, Step,
+};
 use crate::fleet::FleetView;
 use crate::model::inventory::{AppliedState, Inventory, InventoryEntry};
 use crate::model::{InPlace, NodeTemplate, ObservedPool, PoolSpec, TemplateHash};
@@ -105,12 +107,11 @@ fn base(pool: &str, provider: &str, headline: Headline, reason: impl Into<String
         attributes: Vec::new(),
         steps: Vec::new(),
         rollout: None,
-        blocked: None,
+        hold: None,
         drift: Vec::new(),
         prevent_destroy: false,
         policy_overridden: None,
         notes: Vec::new(),
-        waiting: None,
         fleet: None,
         preflight: None,
         deferred: None,
@@ -488,11 +489,11 @@ impl<'a> Pool<'a> {
         let journal = journal.and_then(|j| j.as_ref().ok());
         // A rollout waiting for a human: nothing happens until `rollout resume`.
         if let Some(r) = journal
-            && let Some(why) = waiting_for_a_human(r, want.hash, name)
+            && let Some(hold) = waiting_for_a_human(r, want.hash, name)
         {
             p.headline = Headline::LeftAlone;
-            p.reason = why.clone();
-            p.waiting = Some(why);
+            p.reason = hold.to_string();
+            p.hold = Some(hold);
             return None;
         }
         let resuming = journal.is_some_and(|r| r.target == want.hash && !r.status.is_terminal());
@@ -713,8 +714,8 @@ impl<'a> Pool<'a> {
                 .windows
                 .first()
                 .map(|w| w.timezone.value.clone());
-            p.blocked = Some(Blocked {
-                reason: format!("blocked by {reason}"),
+            p.hold = Some(Hold::Policy {
+                policy: reason,
                 until: opens,
                 timezone: tz,
             });
@@ -868,38 +869,32 @@ fn preflight(
     if refuse && let Some(why) = why {
         p.steps
             .retain(|s| !matches!(s, Step::Roll { .. } | Step::SetTemplate { .. }));
-        p.blocked = Some(Blocked {
-            reason: format!("refused by drain.preflight: {why}"),
-            until: None,
-            timezone: None,
-        });
+        p.hold = Some(Hold::Preflight { finding: why });
     }
     p.preflight = Some(found);
 }
 
 /// Why a pool's rollout waits for a human, if it does: paused, Degraded, or
 /// rolled back from the template the files still ask for.
-fn waiting_for_a_human(r: &RolloutState, desired: TemplateHash, pool: &str) -> Option<String> {
-    let since = r
-        .status_since
-        .map(|t| format!(" since {t}"))
-        .unwrap_or_default();
-    match &r.status {
-        Status::Paused { reason } if r.target == desired => Some(format!(
-            "its rollout is paused{since} ({reason}); nothing is done until `poolwright rollout resume {pool}`"
-        )),
-        Status::Degraded { reason } if r.target == desired => Some(format!(
-            "its rollout is Degraded{since}: {reason}. Nothing is done until `poolwright rollout resume {pool}` (after looking into it)"
-        )),
-        Status::RolledBack { failed, reason } if *failed == desired => Some(format!(
-            "the rollout to template {failed} was rolled back{}: {reason}. Nothing will happen: \
-             `poolwright rollout resume {pool}` allows the template to be tried again (or change the desired state)",
-            r.status_since
-                .map(|t| format!(" at {t}"))
-                .unwrap_or_default()
-        )),
-        _ => None,
-    }
+fn waiting_for_a_human(r: &RolloutState, desired: TemplateHash, pool: &str) -> Option<Hold> {
+    let wait = match &r.status {
+        Status::Paused { reason } if r.target == desired => HumanWait::Paused {
+            reason: reason.clone(),
+        },
+        Status::Degraded { reason } if r.target == desired => HumanWait::Degraded {
+            reason: reason.clone(),
+        },
+        Status::RolledBack { failed, reason } if *failed == desired => HumanWait::RolledBack {
+            template: *failed,
+            reason: reason.clone(),
+        },
+        _ => return None,
+    };
+    Some(Hold::Human {
+        pool: pool.to_string(),
+        wait,
+        since: r.status_since,
+    })
 }
 
 /// What changed outside poolwright since it last applied.

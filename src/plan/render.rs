@@ -105,7 +105,7 @@ fn headline_text(p: &PoolPlan) -> String {
         Headline::Update => format!("# {who} will be updated in place"),
         Headline::RollCreateFirst | Headline::RollTerminateFirst => {
             let n = p.rollout.as_ref().map_or(0, |r| r.outdated);
-            if p.blocked.is_some() {
+            if p.blocked().is_some() {
                 format!(
                     "# {who} has {n} node(s) to roll, but the roll is blocked: {}",
                     p.reason
@@ -218,20 +218,6 @@ fn render_attributes(out: &mut String, style: Style, attrs: &[AttrChange]) {
     }
 }
 
-fn format_until(until: jiff::Timestamp, tz: Option<&str>) -> String {
-    let utc = until.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    match tz.and_then(|t| jiff::tz::TimeZone::get(t).ok().map(|z| (t, z))) {
-        Some((name, zone)) if name != "UTC" => {
-            let local = until
-                .to_zoned(zone)
-                .strftime("%Y-%m-%d %H:%M %Z")
-                .to_string();
-            format!("{local} ({name}), {utc}")
-        }
-        _ => utc,
-    }
-}
-
 /// The text a reviewer reads.
 pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
     let mut out = String::new();
@@ -275,14 +261,14 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         .iter()
         .filter(|p| {
             p.has_changes()
-                || p.blocked.is_some()
+                || p.blocked().is_some()
                 || held(p)
                 || matches!(p.headline, Headline::LeftAlone | Headline::Error)
         })
         .collect();
     if acting
         .iter()
-        .any(|p| p.has_changes() || p.blocked.is_some() || held(p))
+        .any(|p| p.has_changes() || p.blocked().is_some() || held(p))
     {
         let _ = writeln!(out, "poolwright will perform the following actions:\n");
     }
@@ -291,7 +277,7 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         if matches!(
             p.headline,
             Headline::LeftAlone | Headline::Error | Headline::NoOp
-        ) && p.blocked.is_none()
+        ) && p.blocked().is_none()
             && !held(p)
         {
             let _ = writeln!(out);
@@ -387,22 +373,13 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 );
             }
         }
-        if let Some(b) = &p.blocked {
-            let until = match b.until {
-                Some(t) => format!(" until {}", format_until(t, b.timezone.as_deref())),
-                // Refused by the pre-flight: it waits for the budget, not a policy.
-                None if b.reason.starts_with("refused by drain.preflight") => {
-                    " (relax the budget or move its pods; drain.preflight: warn starts the roll anyway)"
-                        .into()
-                }
-                None => " until the policy changes".into(),
-            };
+        if let Some(b) = p.blocked() {
             let _ = writeln!(
                 out,
                 "    {}",
                 style.yellow(&format!(
-                    "{}{until}; the roll (and its template change) waits, the other changes proceed",
-                    b.reason
+                    "{b}{}; the roll (and its template change) waits, the other changes proceed",
+                    b.until_text()
                 ))
             );
         }
@@ -549,6 +526,17 @@ struct JsonPlan<'a> {
     fleets: &'a [super::fleet::FleetPlan],
 }
 
+/// A held roll in the JSON form: the sentence, and when the hold ends.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonBlocked {
+    reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<jiff::Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timezone: Option<String>,
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct JsonPool<'a> {
@@ -561,9 +549,9 @@ struct JsonPool<'a> {
     before: serde_json::Map<String, serde_json::Value>,
     after: serde_json::Map<String, serde_json::Value>,
     rollout: &'a Option<super::RolloutPlan>,
-    blocked: &'a Option<super::Blocked>,
+    blocked: Option<JsonBlocked>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    waiting: &'a Option<String>,
+    waiting: Option<String>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     notes: &'a [String],
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -607,8 +595,12 @@ pub fn render_json(plan: &Plan, source: &Source) -> serde_json::Value {
                 before: side(|a| &a.before),
                 after: side(|a| &a.after),
                 rollout: &p.rollout,
-                blocked: &p.blocked,
-                waiting: &p.waiting,
+                blocked: p.blocked().map(|h| JsonBlocked {
+                    reason: h.to_string(),
+                    until: h.until(),
+                    timezone: h.timezone().map(str::to_string),
+                }),
+                waiting: p.waiting().map(|h| h.to_string()),
                 notes: &p.notes,
                 error: p.headline == Headline::Error,
                 drift: &p.drift,

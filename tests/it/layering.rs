@@ -210,3 +210,53 @@ fn the_check_itself_sees_an_import() {
     );
     assert!(names.contains(&(7, "ha")), "lines still match: {names:?}");
 }
+
+/// The reconciler's parts are types with their own small API: outside the
+/// file that defines a part, the reconciler calls its methods and never
+/// reads or writes its fields (`self.fleet.driver...` from `batch.rs` was the
+/// last such reach).
+#[test]
+fn no_reconciler_file_reaches_into_another_parts_fields() {
+    const PARTS: [(&str, &str); 6] = [
+        ("schedule", "schedule.rs"),
+        ("authority", "authority.rs"),
+        ("workers", "workers.rs"),
+        ("views", "publish.rs"),
+        ("blocks", "projection.rs"),
+        ("fleet", "fleet.rs"),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/daemon/reconciler");
+    let mut files = Vec::new();
+    sources(&dir, &mut files);
+    assert!(files.len() >= 8, "the reconciler's files: {files:?}");
+    let mut reaches = Vec::new();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let text = without_tests(&std::fs::read_to_string(file).unwrap());
+        for (part, home) in PARTS {
+            if name == home {
+                continue;
+            }
+            let needle = format!("self.{part}.");
+            for (at, _) in text.match_indices(&needle) {
+                let rest = &text[at + needle.len()..];
+                let ident: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                // A method call (`self.fleet.view()`) is the part's API.
+                let called =
+                    rest[ident.len()..].starts_with('(') || rest[ident.len()..].starts_with("::");
+                if !called {
+                    let line = text[..at].lines().count();
+                    reaches.push(format!("{name}:{line}: self.{part}.{ident}"));
+                }
+            }
+        }
+    }
+    assert!(
+        reaches.is_empty(),
+        "fields of a reconciler part read from another file:\n{}",
+        reaches.join("\n")
+    );
+}

@@ -166,7 +166,7 @@ impl World {
             self.clock.now(),
         )
         .unwrap();
-        (f, first.blocked.as_ref().and_then(|b| b.until))
+        (f, first.blocked().and_then(|b| b.until()))
     }
 
     /// Plan and apply, as `poolwright apply --auto-approve` does.

@@ -15,7 +15,7 @@ pub(super) struct Authority {
     /// The inventory must be read again before acting: under `--ha`, another
     /// daemon may have written it (a standby, or a daemon holding some shards,
     /// re-reads it every batch; a new leader once, before its first step).
-    pub inventory_stale: bool,
+    inventory_stale: bool,
 }
 
 /// What a change of leadership means for this daemon's pools.
@@ -31,6 +31,17 @@ pub(super) struct Handover {
 }
 
 impl Authority {
+    /// The inventory must be read again before this daemon acts.
+    pub fn inventory_stale(&self) -> bool {
+        self.inventory_stale
+    }
+
+    /// The inventory was just read: it stays fresh unless another daemon
+    /// may write it (this one does not lead every pool).
+    pub fn inventory_read(&mut self) {
+        self.inventory_stale = !self.leads_all();
+    }
+
     pub fn new(shards: Option<Arc<Shards>>) -> Authority {
         Authority {
             inventory_stale: shards.is_some(),

@@ -136,7 +136,7 @@ impl Reconciler {
             }
         }
         let sharded = self.authority.is_sharded();
-        if self.authority.inventory_stale && (self.workers.is_empty() || sharded) {
+        if self.authority.inventory_stale() && (self.workers.is_empty() || sharded) {
             match self.inventory_store.load().await {
                 Ok(inv) => {
                     let mut held = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
@@ -155,7 +155,7 @@ impl Reconciler {
                         };
                     }
                     drop(held);
-                    self.authority.inventory_stale = !self.authority.leads_all();
+                    self.authority.inventory_read();
                 }
                 Err(e) => return self.batch_failed(&pools, format!("{e:#}"), started),
             }
@@ -174,7 +174,7 @@ impl Reconciler {
         let now = self.clock.now();
         // Each FleetRollout's change as journaled: a governed pool's roll
         // is planned as its change says (held, or turned round).
-        observed.fleets = self.fleet.driver.views(now);
+        observed.fleets = self.fleet.views(now);
         if let Some(previews) = &self.previews {
             previews.set_fleets(&observed.fleets);
         }
@@ -232,10 +232,10 @@ impl Reconciler {
                 .filter(|j| !j.status.is_terminal())
                 .and_then(|j| j.previous.clone())
                 .or_else(|| observed.pools.get(&name).map(|o| o.template.clone()));
-            if self.fleet.driver.governs(&name).is_some() {
+            if self.fleet.governs(&name).is_some() {
                 let fact =
                     crate::plan::fleet::fact_of(&p, journal.as_ref(), self.workers.runs(&name));
-                self.fleet.driver.fact(&name, fact, now);
+                self.fleet.fact(&name, fact, now);
             }
             self.handle_pool(
                 &p,
@@ -275,7 +275,7 @@ impl Reconciler {
         }
         // The admissions asked for in this batch, journaled together; their
         // workers start once they are.
-        if self.fleet.driver.pending(now) {
+        if self.fleet.pending(now) {
             self.fleet_step().await;
         }
         self.finish_batch(started, took);

@@ -37,7 +37,7 @@ pub struct GateRead {
 pub type FleetView = Arc<Mutex<Vec<FleetStatus>>>;
 
 pub(super) struct Fleet {
-    pub driver: FleetDriver,
+    driver: FleetDriver,
     /// Pools whose workers wait for their admission to be journaled.
     waiting: HashMap<String, (PoolPlan, String, Arc<Config>, Arc<Providers>)>,
     gates: GateReader,
@@ -46,7 +46,7 @@ pub(super) struct Fleet {
     /// this often, so a halt another daemon wrote stops this one's pools.
     refresh_every: Option<Duration>,
     next_refresh: Option<Timestamp>,
-    pub status: FleetView,
+    status: FleetView,
     /// The status changed since it was last published, and when that was:
     /// it is published at most every `PUBLISH_EVERY` (a change of 10,000
     /// pools steps often; a halt still shows within a second).
@@ -82,6 +82,37 @@ impl Fleet {
             self.published
                 .map_or_else(std::time::Instant::now, |t| t + PUBLISH_EVERY)
         })
+    }
+
+    /// What `/v1/fleet` and the page show.
+    pub fn view(&self) -> FleetView {
+        self.status.clone()
+    }
+
+    /// The FleetRollout whose change governs the pool's roll, if one does.
+    pub fn governs(&self, pool: &str) -> Option<&str> {
+        self.driver.governs(pool)
+    }
+
+    /// What the pools' plans are given of each change (its stage, its
+    /// slots, a halt).
+    pub fn views(&self, now: Timestamp) -> BTreeMap<String, crate::fleet::FleetView> {
+        self.driver.views(now)
+    }
+
+    /// What became of a governed pool (rolls, done, failed...).
+    pub fn fact(&mut self, pool: &str, fact: crate::fleet::PoolFact, now: Timestamp) {
+        self.driver.fact(pool, fact, now);
+    }
+
+    /// A governed pool's roll failed.
+    pub fn failed(&mut self, pool: &str, reason: String, now: Timestamp) {
+        self.driver.failed(pool, reason, now);
+    }
+
+    /// Admissions asked for and not yet journaled.
+    pub fn pending(&self, now: Timestamp) -> bool {
+        self.driver.pending(now)
     }
 
     /// The next instant something of the fleets is due.

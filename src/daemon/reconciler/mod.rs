@@ -40,7 +40,7 @@ use crate::ha::Leading;
 use crate::ha::shards::Shards;
 use crate::model::EventKind;
 use crate::plan::render::{Revision, Source};
-use crate::plan::{self, Plan, PoolPlan};
+use crate::plan::{self, Hold, Plan, PoolPlan};
 use crate::provider::Providers;
 use crate::reconcile::apply::describe_step;
 use crate::reconcile::{ApplyOutcome, EventSink};
@@ -275,7 +275,7 @@ impl Reconciler {
 
     /// The latest plan, for `/v1/plan` and the web page.
     pub fn latest_plan(&self) -> LatestPlan {
-        self.views.latest.clone()
+        self.views.latest()
     }
 
     /// Under `--ha`: this daemon took a lease (it reads the inventory and
@@ -422,7 +422,7 @@ impl Reconciler {
 
     /// What `/v1/fleet` and the page show of the changes across pools.
     pub fn fleet_view(&self) -> fleet::FleetView {
-        self.fleet.status.clone()
+        self.fleet.view()
     }
 
     /// Queue what is due by now: pools whose look came due, and the resync's
@@ -544,23 +544,20 @@ impl Reconciler {
         // with the new plan.
         let key = plan::work_key(p);
         let rev = revision.map(Revision::short);
-        let blocked_now = p.blocked.is_some();
+        let blocked_now = p.blocked().is_some();
         // A rollout already under way reports its own block (the executor's
         // event); a pool another daemon acts on is that daemon's to announce.
         let rolling = journal.is_some();
         if blocked_now && !rolling && self.authority.leads(&p.pool) && !self.blocks.known(&p.pool) {
             self.blocks.announced(&p.pool);
-            let b = p.blocked.as_ref().expect("checked");
+            let b = p.blocked().expect("checked");
             self.events.emit(crate::model::Event {
                 ts: now,
                 pool: p.pool.clone(),
                 event: EventKind::BlockedByPolicy,
                 node: None,
                 counts: None,
-                message: match b.until {
-                    Some(u) => format!("{}; next window opens {u}", b.reason),
-                    None => b.reason.clone(),
-                },
+                message: b.with_next_window(),
                 revision: None,
                 by: None,
                 fleet: None,
@@ -571,17 +568,17 @@ impl Reconciler {
         let blocked_seconds =
             self.blocks
                 .track(&self.metrics, &self.events, &p.pool, blocked_now, now);
-        if let Some(until) = p.blocked.as_ref().and_then(|b| b.until) {
+        if let Some(until) = p.blocked().and_then(Hold::until) {
             self.look_again_at(&p.pool, until);
         }
         let board = self.board.clone();
         board.pool(&p.pool, &p.provider, |s| {
             s.revision = rev.clone();
             s.blocked_seconds = blocked_seconds;
-            s.blocked = p.blocked.as_ref().map(|b| BlockedStatus {
-                reason: b.reason.clone(),
-                until: b.until,
-                timezone: b.timezone.clone(),
+            s.blocked = p.blocked().map(|b| BlockedStatus {
+                reason: b.to_string(),
+                until: b.until(),
+                timezone: b.timezone().map(str::to_string),
                 since: s.blocked.as_ref().map_or(now, |old| old.since),
             });
             s.pending = p.steps.iter().map(describe_step).collect();
@@ -624,7 +621,7 @@ impl Reconciler {
             // A roll a FleetRollout governs starts once its admission (a
             // concurrency slot in its change) is journaled, at the end of
             // the batch; a roll back, or other steps, start at once.
-            PoolAction::Spawn => match (self.fleet.driver.governs(&p.pool), from) {
+            PoolAction::Spawn => match (self.fleet.governs(&p.pool), from) {
                 (Some(_), Some(from))
                     if p.steps
                         .iter()

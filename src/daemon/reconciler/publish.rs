@@ -22,10 +22,15 @@ pub(super) struct Views {
     last_published: Option<Instant>,
     last_logged_plan: Option<String>,
     /// The latest plan, for `/v1/plan` and the web page.
-    pub latest: LatestPlan,
+    latest: LatestPlan,
 }
 
 impl Views {
+    /// The latest plan, for `/v1/plan` and the web page.
+    pub fn latest(&self) -> LatestPlan {
+        self.latest.clone()
+    }
+
     pub fn new() -> Views {
         Views {
             plans: BTreeMap::new(),

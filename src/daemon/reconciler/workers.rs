@@ -220,9 +220,9 @@ impl Reconciler {
         // A governed pool's roll that failed is a failed pool of its change.
         if done.outcome.failed
             && let Some(e) = done.outcome.errors.first()
-            && self.fleet.driver.governs(&done.pool).is_some()
+            && self.fleet.governs(&done.pool).is_some()
         {
-            self.fleet.driver.failed(&done.pool, e.clone(), now);
+            self.fleet.failed(&done.pool, e.clone(), now);
             self.fleet_step().await;
         }
         match done.outcome.errors.first() {

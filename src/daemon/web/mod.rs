@@ -176,12 +176,7 @@ impl PageWindows {
 fn plan_text(latest: &super::reconciler::Latest, pool: &str) -> Option<String> {
     let p = latest.pool(pool)?;
     let held = p.fleet.as_ref().is_some_and(|f| f.held.is_some());
-    if p.steps.is_empty()
-        && p.blocked.is_none()
-        && p.waiting.is_none()
-        && p.drift.is_empty()
-        && !held
-    {
+    if p.steps.is_empty() && p.hold.is_none() && p.drift.is_empty() && !held {
         return None;
     }
     let one = Plan {

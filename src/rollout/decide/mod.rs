@@ -568,6 +568,8 @@ pub fn absorb(s: &mut RolloutState, outcomes: &[Outcome], now: Timestamp) -> Vec
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod table;
 
 #[cfg(test)]
 mod tests {
