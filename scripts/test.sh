@@ -82,6 +82,29 @@ POOLWRIGHT_TEST_BIN=$(bash scripts/test-components.sh) \
   || { echo "scripts/test.sh: building the Kubernetes test components failed (see above)" >&2; exit 1; }
 export POOLWRIGHT_TEST_BIN
 
+# mdBook builds the user documentation (docs/): a page SUMMARY.md names that is
+# missing fails the build. Links, anchors, YAML samples, command samples and the
+# generated reference pages are checked by tests/it/docs.rs.
+MDBOOK_VERSION=0.5.4
+tools="${XDG_CACHE_HOME:-$HOME/.cache}/poolwright/tools/mdbook-$MDBOOK_VERSION"
+if ! [ -x "$tools/bin/mdbook" ]; then
+  echo "== installing mdbook $MDBOOK_VERSION (cargo install, cached in $tools)"
+  mdlog=$(mktemp)
+  if ! cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features --root "$tools" >"$mdlog" 2>&1; then
+    tail -30 "$mdlog" >&2
+    echo "scripts/test.sh: cargo could not install mdbook $MDBOOK_VERSION (the documentation build)" >&2
+    exit 1
+  fi
+  rm -f "$mdlog"
+fi
+echo "== the documentation (mdbook build docs)"
+if ! book=$("$tools/bin/mdbook" build docs 2>&1); then
+  echo "$book" >&2
+  echo "scripts/test.sh: the documentation (docs/) does not build" >&2
+  exit 1
+fi
+echo "$book" | grep -v ' INFO ' || true
+
 echo "== cargo test: unit, integration, property, snapshot, CLI and crash-resume tests"
 # Benchmarks (benches/) are not tests: run them with `cargo bench`, figures in BENCHMARKS.md.
 log=$(mktemp)

@@ -14,6 +14,13 @@ pub fn load_dir(root: &Path, limits: &Limits) -> LoadReport {
     load_dir_cached(root, limits, &mut ParseCache::default())
 }
 
+/// Files named one by one (`validate FILE...`), loaded as one set.
+pub fn load_files(paths: &[PathBuf], limits: &Limits) -> LoadReport {
+    let (files, diags) = read_files(paths, limits);
+    let report = crate::spec::validate::load_sources(&files, limits);
+    checked(report, paths.len(), diags)
+}
+
 /// [`load_dir`], parsing only the files that changed since the last load
 /// with the same `cache` (the daemon's reloads).
 pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> LoadReport {
@@ -38,9 +45,15 @@ pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> 
             ..LoadReport::default()
         };
     }
-    let (files, mut diags) = read_files(&paths, limits);
-    let mut report = load_sources_cached(&files, limits, cache);
-    report.files = paths.len();
+    let (files, diags) = read_files(&paths, limits);
+    let report = load_sources_cached(&files, limits, cache);
+    checked(report, paths.len(), diags)
+}
+
+/// A load's report with the files its documents name checked, and the
+/// files that could not be read: any error of either leaves no config.
+fn checked(mut report: LoadReport, files: usize, mut unread: Vec<Diagnostic>) -> LoadReport {
+    report.files = files;
     if let Some(config) = &report.config {
         let named = check_named_files(config);
         if named.iter().any(|d| d.is_error()) {
@@ -48,10 +61,10 @@ pub fn load_dir_cached(root: &Path, limits: &Limits, cache: &mut ParseCache) -> 
         }
         report.diagnostics.extend(named);
     }
-    if !diags.is_empty() {
-        diags.append(&mut report.diagnostics);
-        diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-        report.diagnostics = diags;
+    if !unread.is_empty() {
+        unread.append(&mut report.diagnostics);
+        unread.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        report.diagnostics = unread;
         report.config = None;
     }
     report

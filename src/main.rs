@@ -8,7 +8,20 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(normalize_args(std::env::args_os()));
+    let cli = match Cli::try_parse_from(normalize_args(std::env::args_os())) {
+        Ok(cli) => cli,
+        // --help and --version print and succeed; a usage error prints
+        // clap's message and exits 1, never 2 (`plan --detailed-exitcode`'s
+        // "changes present").
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::FAILED
+            } else {
+                exit::OK
+            });
+        }
+    };
     init_logging(&cli);
     match run(cli) {
         Ok(code) => ExitCode::from(code),

@@ -14,6 +14,7 @@ mod fleet_cmd;
 mod forecast_cmd;
 mod git_args;
 mod plugin_cmd;
+mod progress_log;
 mod rollout_cmd;
 mod saved;
 mod snapshot;
@@ -21,22 +22,33 @@ mod staged;
 mod status_cmd;
 mod workflow;
 
-pub use rollout_cmd::RolloutAction;
+pub use rollout_cmd::RolloutCommand;
 
-/// Exit codes shared by every command (documented in the README).
+/// Exit codes shared by every command (docs/reference/commands.md).
 pub mod exit {
     /// Success; for `validate`, the desired state is valid.
     pub const OK: u8 = 0;
-    /// Invalid desired state, or the command failed.
+    /// Invalid desired state, the command failed, or it was used wrongly
+    /// (clap's message says how). Never 2: that is `plan
+    /// --detailed-exitcode`'s "changes present", and a mistyped flag in CI
+    /// must not read as pending changes.
     pub const FAILED: u8 = 1;
-    /// Wrong command-line usage (clap's own code).
-    pub const USAGE: u8 = 2;
+    /// `plan --detailed-exitcode`: the plan has changes.
+    pub const CHANGES: u8 = 2;
 }
+
+/// The release and the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("POOLWRIGHT_GIT_REVISION"),
+    ")"
+);
 
 #[derive(Debug, Parser)]
 #[command(
     name = "poolwright",
-    version,
+    version = VERSION,
     about = "Reconcile node pools from a directory of desired-state YAML",
     long_about = "poolwright reads a directory of desired-state YAML (Provider, Cluster and NodePool \
 documents), compares it with the pools its providers report, shows the difference as a plan and \
@@ -44,6 +56,9 @@ applies it, replacing nodes through one rollout executor that honours surge/unav
 drains, health gates and disruption policies."
 )]
 pub struct Cli {
+    /// Never colour the output (NO_COLOR is honoured too; Terraform's -no-color works)
+    #[arg(long, global = true)]
+    pub no_color: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -55,10 +70,18 @@ pub enum Command {
     /// Check a desired-state directory and report every problem as FILE:LINE:COL
     ///
     /// Exit status: 0 when valid, 1 when any error was found.
+    #[command(
+        after_help = "Examples:\n  poolwright validate pools/\n  poolwright validate pools/web.yaml pools/api.yaml   # changed files, the rest of pools/ as context\n  poolwright validate pools/ -o json"
+    )]
     Validate {
-        /// Directory (searched recursively for *.yaml and *.yml) or single file
-        #[arg(default_value = ".")]
-        dir: PathBuf,
+        /// A directory (searched recursively for *.yaml and *.yml), or files:
+        /// each is checked with the rest of its directory (--dir) as context
+        #[arg(default_value = ".", value_name = "DIR|FILE")]
+        paths: Vec<PathBuf>,
+        /// With files: the desired-state directory they belong to, loaded as
+        /// their context (default: the files alone)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
         /// Output format
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -70,6 +93,9 @@ pub enum Command {
     ///
     /// Exit status: 0 success, 1 error; with --detailed-exitcode, 0 no changes,
     /// 1 error, 2 changes present.
+    #[command(
+        after_help = "Examples:\n  poolwright plan pools/\n  poolwright plan pools/ -out web.plan && poolwright apply web.plan\n  poolwright plan pools/ --detailed-exitcode   # 0 no changes, 1 error, 2 changes\n  poolwright plan pools/ --git-ref feature/img-2026-12 -o markdown   # a pull-request comment"
+    )]
     Plan {
         /// Desired-state directory (searched recursively) or single file
         #[arg(default_value = ".")]
@@ -89,6 +115,10 @@ pub enum Command {
         /// Exit 2 when there are changes, 0 when there are none
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Plan even when a Cluster cannot be read (its pools without their
+        /// nodes' Ready state, cordons and budgets); otherwise that exits 1
+        #[arg(long)]
+        allow_unreachable: bool,
         /// Save the plan to FILE for `poolwright apply FILE`
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -102,6 +132,9 @@ pub enum Command {
     /// on a virtual clock against a simulated copy of each observed pool, RUNS
     /// times with seeded draws of the latencies (the pool's history, else the
     /// simulator's distributions, else defaults). Nothing is changed.
+    #[command(
+        after_help = "Examples:\n  poolwright forecast pools/\n  poolwright forecast pools/ --pool web --sweep --svg web.svg\n  poolwright forecast pools/ --set web.rollout.maxSurge=4"
+    )]
     Forecast {
         /// Desired-state directory (searched recursively) or single file
         #[arg(default_value = ".")]
@@ -137,15 +170,23 @@ pub enum Command {
     ///
     /// TARGET is a desired-state directory, or a plan saved with `plan --out`,
     /// which is applied only if neither the files nor the pools changed since.
+    #[command(
+        after_help = "Examples:\n  poolwright apply pools/\n  poolwright apply web.plan                 # a saved plan: applied without a question\n  poolwright apply pools/ --auto-approve --events events.jsonl"
+    )]
     Apply {
         /// Desired-state directory, single file, or saved plan
         #[arg(default_value = ".")]
         target: PathBuf,
         #[command(flatten)]
         common: Common,
-        /// Do not ask for confirmation (required when standard input is not a terminal)
+        /// Do not ask for confirmation (required when standard input is not a
+        /// terminal; a saved plan is never asked about: it was the approval)
         #[arg(long)]
         auto_approve: bool,
+        /// Apply even when a Cluster cannot be read (no drain can reach it);
+        /// otherwise nothing is changed and the command exits 1
+        #[arg(long)]
+        allow_unreachable: bool,
         /// Append one JSON object per line for every step to FILE
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,
@@ -162,6 +203,9 @@ pub enum Command {
     /// Serves /healthz, /readyz, /metrics and /v1/status on --listen (loopback by
     /// default), notifies systemd (READY, STATUS, WATCHDOG, STOPPING), reloads on
     /// SIGHUP, and on SIGTERM/SIGINT lets steps in flight reach a safe point and exits 0.
+    #[command(
+        after_help = "Examples:\n  poolwright run pools/ --dry-run          # shadow mode first\n  poolwright run /srv/config --git-committed-only\n  poolwright run --git-url git@git.example.com:platform/pools.git --git-path pools"
+    )]
     Run {
         /// Desired-state directory (searched recursively)
         #[arg(default_value = ".")]
@@ -213,11 +257,15 @@ pub enum Command {
         control: ControlArgs,
     },
     /// Show what a running daemon is doing, pool by pool
+    #[command(
+        after_help = "Examples:\n  poolwright status\n  poolwright status --url 127.0.0.1:9479 -o json"
+    )]
     Status {
         #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
         state_dir: PathBuf,
-        /// The daemon's status address (default: read from STATE/daemon.json)
-        #[arg(long, value_name = "URL")]
+        /// The daemon's status address, e.g. http://127.0.0.1:9479 (default: read
+        /// from STATE/daemon.json; without a scheme, http)
+        #[arg(long, value_name = "URL", value_parser = parse_daemon_url)]
         url: Option<String>,
         /// Output format
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
@@ -226,23 +274,22 @@ pub enum Command {
     /// Pause, resume or inspect a pool's rollout
     ///
     /// With a daemon running on the state directory, pause and resume go through it.
-    Rollout {
-        #[arg(value_enum)]
-        action: RolloutAction,
-        /// The pool's name
-        #[arg(value_parser = parse_pool_name)]
-        pool: String,
-        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
-        state_dir: PathBuf,
-        /// Why (recorded in the daemon's log and the event, with who asked)
-        #[arg(long, value_name = "TEXT")]
-        reason: Option<String>,
-    },
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        poolwright rollout status web\n  \
+        poolwright rollout pause web --reason \"INC-4711\"\n  \
+        poolwright rollout resume web --reason \"alarms cleared\""
+    )]
+    Rollout(rollout_cmd::RolloutCommand),
     /// A change across pools (FleetRollout): where it is, or pause or resume it
     ///
     /// Through the daemon running on the state directory: status from its
     /// /v1/fleet, pause and resume through its control socket. Exit status of
     /// status: 1 when a change shown is halted.
+    #[command(
+        after_help = "Examples:\n  poolwright fleet status\n  poolwright fleet pause rings --reason \"INC-4711\"\n  poolwright fleet resume rings --reason \"image fixed\""
+    )]
     Fleet {
         #[arg(value_enum)]
         action: fleet_cmd::FleetAction,
@@ -250,8 +297,9 @@ pub enum Command {
         name: Option<String>,
         #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
         state_dir: PathBuf,
-        /// The daemon's status address, for status (default: read from STATE/daemon.json)
-        #[arg(long, value_name = "URL")]
+        /// The daemon's status address, for status (default: read from
+        /// STATE/daemon.json; without a scheme, http)
+        #[arg(long, value_name = "URL", value_parser = parse_daemon_url)]
         url: Option<String>,
         /// Why (required to resume; recorded in the daemon's log and the event, with who asked)
         #[arg(long, value_name = "TEXT")]
@@ -261,11 +309,24 @@ pub enum Command {
         output: Output,
     },
     /// Provider plug-ins: check one against the contract, or print the contract
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  poolwright plugin check http://127.0.0.1:9480 --token-file plugin.token"
+    )]
     Plugin(plugin_cmd::PluginCommand),
     /// Print the JSON Schema (draft-07) of the desired-state documents
     Schema,
+    /// Print the release and the git revision it was built from
+    #[command(after_help = "Examples:\n  poolwright version -o json")]
+    Version {
+        /// Output format
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Print a shell completion script
+    #[command(
+        after_help = "Examples:\n  poolwright completions bash > /etc/bash_completion.d/poolwright"
+    )]
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
@@ -278,11 +339,12 @@ pub struct Common {
     /// Where poolwright keeps its inventory, lock, journal and simulator fleet
     #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
     pub state_dir: PathBuf,
-    /// Delete pools poolwright manages that are no longer in the files (unless protected)
+    /// Treat pools poolwright manages that are no longer in the files as to be
+    /// deleted (unless protected): plan and forecast show it, apply and run do it
     #[arg(long)]
     pub prune: bool,
-    /// Never colour the output (NO_COLOR is honoured too)
-    #[arg(long)]
+    /// The global --no-color, for the commands' output.
+    #[arg(skip)]
     pub no_color: bool,
 }
 
@@ -293,6 +355,26 @@ pub enum LogFormat {
     Human,
     Json,
     Journald,
+}
+
+/// A daemon's address as users type it: `127.0.0.1:9479` is http.
+fn parse_daemon_url(s: &str) -> Result<String, InvalidValue> {
+    let text = if s.contains("://") {
+        s.to_string()
+    } else {
+        format!("http://{s}")
+    };
+    let url = reqwest::Url::parse(&text).map_err(|e| {
+        InvalidValue(format!(
+            "{s:?} is not a URL like http://127.0.0.1:9479: {e}"
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(InvalidValue(format!(
+            "{s:?}: the daemon is reached over http or https, at a host (http://127.0.0.1:9479)"
+        )));
+    }
+    Ok(text.trim_end_matches('/').to_string())
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, InvalidValue> {
@@ -332,7 +414,7 @@ pub enum Output {
 pub fn normalize_args(
     args: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> Vec<std::ffi::OsString> {
-    const TERRAFORM_STYLE: [&str; 3] = ["-out", "-auto-approve", "-detailed-exitcode"];
+    const TERRAFORM_STYLE: [&str; 4] = ["-out", "-auto-approve", "-detailed-exitcode", "-no-color"];
     args.into_iter()
         .map(|a| {
             let text = a.to_string_lossy();
@@ -348,8 +430,14 @@ pub fn normalize_args(
 
 /// Run a parsed command; the result is the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    let no_color = cli.no_color;
+    let with_color = |c: Common| Common {
+        no_color: no_color || c.no_color,
+        ..c
+    };
     match cli.command {
         Command::Validate {
+            paths,
             dir,
             output,
             max_file_size,
@@ -358,7 +446,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 max_file_bytes: max_file_size,
                 ..Limits::default()
             };
-            validate(&dir, output, &limits)
+            validate_paths(&paths, dir.as_deref(), output, &limits)
         }
         Command::Plan {
             dir,
@@ -367,14 +455,18 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             git_ref,
             remote,
             detailed_exitcode,
+            allow_unreachable,
             out,
             forecast,
         } => workflow::plan(
             &dir,
-            &common,
+            &with_color(common),
             output,
             workflow::Planning::new(git_ref.as_deref(), &remote)?,
-            detailed_exitcode,
+            workflow::PlanFlags {
+                detailed_exitcode,
+                allow_unreachable,
+            },
             out.as_deref(),
             forecast,
         ),
@@ -391,7 +483,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             time_limit,
         } => forecast_cmd::forecast(
             &dir,
-            &common,
+            &with_color(common),
             output,
             &forecast_cmd::Request {
                 runs,
@@ -407,10 +499,18 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             target,
             common,
             auto_approve,
+            allow_unreachable,
             events,
             override_disruption_policy: _,
             reason,
-        } => workflow::apply(&target, &common, auto_approve, events.as_deref(), reason),
+        } => workflow::apply(
+            &target,
+            &with_color(common),
+            auto_approve,
+            allow_unreachable,
+            events.as_deref(),
+            reason,
+        ),
         Command::Run {
             git,
             ha,
@@ -453,12 +553,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             url,
             output,
         } => status_cmd::status(&state_dir, url.as_deref(), output),
-        Command::Rollout {
-            action,
-            pool,
-            state_dir,
-            reason,
-        } => rollout_cmd::rollout(action, &pool, &state_dir, reason.as_deref()),
+        Command::Rollout(cmd) => rollout_cmd::run(cmd),
         Command::Fleet {
             action,
             name,
@@ -477,6 +572,19 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plugin(cmd) => plugin_cmd::plugin(cmd),
         Command::Schema => {
             std::io::stdout().write_all(spec::schema::json_schema_text().as_bytes())?;
+            Ok(exit::OK)
+        }
+        Command::Version { output } => {
+            match output {
+                Output::Text => println!("poolwright {VERSION}"),
+                Output::Json => println!(
+                    "{}",
+                    serde_json::json!({
+                        "version": env!("CARGO_PKG_VERSION"),
+                        "revision": env!("POOLWRIGHT_GIT_REVISION"),
+                    })
+                ),
+            }
             Ok(exit::OK)
         }
         Command::Completions { shell } => {
@@ -513,8 +621,134 @@ fn stage_summary(c: &spec::Config) -> String {
     out
 }
 
+/// `validate` of a directory, or of files in the context of theirs (a
+/// pre-commit hook passes the changed files only).
+fn validate_paths(
+    paths: &[PathBuf],
+    context: Option<&std::path::Path>,
+    output: Output,
+    limits: &Limits,
+) -> anyhow::Result<u8> {
+    let is_file = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    match paths {
+        [one] if !is_file(one) => {
+            if context.is_some() {
+                anyhow::bail!("--dir is for files: {} is a directory", one.display());
+            }
+            return validate(one, output, limits);
+        }
+        _ if !paths.iter().all(is_file) => anyhow::bail!(
+            "validate takes one directory, or files: {} {}",
+            paths
+                .iter()
+                .find(|p| !is_file(p))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "is not a regular file"
+        ),
+        _ => {}
+    }
+    match context {
+        Some(dir) => validate_in(paths, dir, output, limits),
+        // The files alone, as one set (a NodePool whose Provider is in
+        // another file needs --dir).
+        None => validate_report(
+            &crate::desired_dir::load_files(paths, limits),
+            &paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            output,
+        ),
+    }
+}
+
+/// The files named, checked with everything else of `dir` loaded beside
+/// them; only their own problems are theirs to fix here.
+fn validate_in(
+    paths: &[PathBuf],
+    dir: &std::path::Path,
+    output: Output,
+    limits: &Limits,
+) -> anyhow::Result<u8> {
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    let root = canonical(dir)
+        .ok_or_else(|| anyhow::anyhow!("--dir {}: no such directory", dir.display()))?;
+    let named: Vec<PathBuf> = paths.iter().filter_map(|p| canonical(p)).collect();
+    if let Some(outside) = named.iter().find(|p| !p.starts_with(&root)) {
+        anyhow::bail!(
+            "{} is not in the desired-state directory {} (name the right one with --dir)",
+            outside.display(),
+            dir.display()
+        );
+    }
+    let report = crate::desired_dir::load_dir(dir, limits);
+    let (mine, others): (Vec<&crate::spec::Diagnostic>, Vec<_>) =
+        report.diagnostics.iter().partition(|d| {
+            canonical(std::path::Path::new(&d.file)).is_some_and(|f| named.contains(&f))
+        });
+    let errors = mine.iter().filter(|d| d.is_error()).count();
+    let elsewhere = others.iter().filter(|d| d.is_error()).count();
+    match output {
+        Output::Json => {
+            let doc = serde_json::json!({
+                "formatVersion": 1,
+                "valid": errors == 0,
+                "context": dir,
+                "files": paths,
+                "errorCount": errors,
+                "warningCount": mine.len() - errors,
+                "errorsInOtherFiles": elsewhere,
+                "diagnostics": mine,
+            });
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+        }
+        Output::Text => {
+            let mut err = std::io::stderr().lock();
+            for d in &mine {
+                writeln!(err, "{d}")?;
+            }
+            if elsewhere > 0 {
+                writeln!(
+                    err,
+                    "note: {} has {elsewhere} error(s) in other files (`poolwright validate {}` shows them)",
+                    dir.display(),
+                    dir.display()
+                )?;
+            }
+            if errors == 0 {
+                println!(
+                    "{} file(s) valid in the context of {}",
+                    paths.len(),
+                    dir.display()
+                );
+            } else {
+                writeln!(
+                    err,
+                    "{errors} error(s) in {} file(s) checked in the context of {}; nothing was changed",
+                    paths.len(),
+                    dir.display()
+                )?;
+            }
+        }
+    }
+    Ok(if errors == 0 { exit::OK } else { exit::FAILED })
+}
+
 fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::Result<u8> {
     let report = crate::desired_dir::load_dir(dir, limits);
+    validate_report(&report, &dir.display().to_string(), output)
+}
+
+/// A load's report, as `validate` prints it; `what` names what was loaded.
+fn validate_report(
+    report: &crate::spec::validate::LoadReport,
+    what: &str,
+    output: Output,
+) -> anyhow::Result<u8> {
     let errors = report.errors().count();
     let warnings = report.diagnostics.len() - errors;
     match output {
@@ -567,7 +801,7 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                 Some(c) => {
                     println!(
                         "{} is valid: {} file(s), {} provider(s), {} cluster(s), {} node pool(s){}{}",
-                        dir.display(),
+                        what,
                         report.files,
                         c.providers.len(),
                         c.clusters.len(),
@@ -588,7 +822,7 @@ fn validate(dir: &std::path::Path, output: Output, limits: &Limits) -> anyhow::R
                 None => writeln!(
                     err,
                     "{} is invalid: {errors} error(s){}; nothing was changed",
-                    dir.display(),
+                    what,
                     if warnings > 0 {
                         format!(", {warnings} warning(s)")
                     } else {

@@ -95,7 +95,7 @@ pub(super) fn plan(
     common: &Common,
     output: PlanOutput,
     what: Planning<'_>,
-    detailed_exitcode: bool,
+    flags: PlanFlags,
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
@@ -160,7 +160,8 @@ pub(super) fn plan(
         );
     }
     let errors = plan.summary().errors;
-    Ok(if errors > 0 {
+    let unread = unread_clusters(&snap.observed, flags.allow_unreachable);
+    Ok(if errors > 0 || unread {
         for p in plan
             .pools
             .iter()
@@ -169,37 +170,38 @@ pub(super) fn plan(
             eprintln!("error: nodepool.{}: {}", p.pool, p.reason);
         }
         exit::FAILED
-    } else if detailed_exitcode && plan.differs() {
-        2
+    } else if flags.detailed_exitcode && plan.differs() {
+        exit::CHANGES
     } else {
         exit::OK
     })
 }
 
-/// One line per step on a terminal: the pool's progress as a bar, and the step.
-fn progress_line(e: &crate::model::Event) {
-    let Some(c) = e.counts else {
-        eprintln!("  {:<12} {}: {}", e.pool, e.event, e.message);
-        return;
-    };
-    let width = 20usize;
-    let done = if c.desired == 0 {
-        width
-    } else {
-        (c.updated.min(c.desired) as usize * width) / c.desired as usize
-    };
-    eprintln!(
-        "  {:<12} [{}{}] {}/{} updated, {} available, {} nodes  {}{}",
-        e.pool,
-        "#".repeat(done),
-        "-".repeat(width - done),
-        c.updated.min(c.desired),
-        c.desired,
-        c.available,
-        c.total,
-        e.event,
-        e.node.as_ref().map(|n| format!(" {n}")).unwrap_or_default()
-    );
+/// `plan`'s switches of the exit status.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PlanFlags {
+    /// 2 when there are changes.
+    pub detailed_exitcode: bool,
+    /// A cluster that could not be read is a warning, not a failure.
+    pub allow_unreachable: bool,
+}
+
+/// Says which clusters could not be read; whether that fails the command
+/// (a plan that cannot see Ready, cordons or budgets is not one to trust).
+fn unread_clusters(observed: &plan::Observed, allowed: bool) -> bool {
+    for (cluster, e) in &observed.clusters_unread {
+        eprintln!(
+            "{}: cluster {cluster} could not be read: {e}; its pools were planned without their \
+             nodes' Ready state, cordons and disruption budgets{}",
+            if allowed { "warning" } else { "error" },
+            if allowed {
+                ""
+            } else {
+                " (pass --allow-unreachable to accept that)"
+            }
+        );
+    }
+    !allowed && !observed.clusters_unread.is_empty()
 }
 
 fn confirm() -> anyhow::Result<bool> {
@@ -221,10 +223,12 @@ pub(super) fn apply(
     target: &Path,
     common: &Common,
     auto_approve: bool,
+    allow_unreachable: bool,
     events: Option<&Path>,
     override_reason: Option<String>,
 ) -> anyhow::Result<u8> {
     let saved = SavedPlan::read_if_plan(target)?;
+    let applying_saved = saved.is_some();
     if saved.is_some() && override_reason.is_some() {
         anyhow::bail!(
             "--override-disruption-policy applies to a fresh plan: apply the directory ({}) with it, not a saved plan",
@@ -277,6 +281,9 @@ pub(super) fn apply(
         ),
     };
     print!("{}", render_text(&plan, &source, style(&common)));
+    if unread_clusters(&snap.observed, allow_unreachable) {
+        anyhow::bail!("nothing was changed");
+    }
     if let Some(p) = plan
         .pools
         .iter()
@@ -302,7 +309,9 @@ pub(super) fn apply(
             exit::FAILED
         });
     }
-    if !auto_approve && !confirm()? {
+    // A saved plan was the approval (as in Terraform): it applies without a
+    // question; a directory's fresh plan needs one, or --auto-approve.
+    if !auto_approve && !applying_saved && !confirm()? {
         println!("\nApply cancelled.");
         return Ok(exit::FAILED);
     }
@@ -317,15 +326,18 @@ pub(super) fn apply(
         let latencies = latencies.clone();
         move |e| latencies.record(e)
     });
-    let tty = std::io::stderr().is_terminal();
-    if tty {
-        sink = sink.observed_by(progress_line);
-    }
+    // On a terminal, a line per step; in a CI log, timestamped lines and a
+    // heartbeat every 30 s.
+    let log = (!std::io::stderr().is_terminal())
+        .then(|| super::progress_log::Log::start(super::progress_log::HEARTBEAT));
+    sink = match &log {
+        Some(log) => sink.observed_by(log.observer()),
+        None => sink.observed_by(super::progress_log::terminal_line),
+    };
     sink.set_revision(source.revision.as_ref().map(|r| r.short()));
-    let progress = move |line: &str| {
-        if tty {
-            eprintln!("{line}");
-        }
+    let progress = |line: &str| match &log {
+        Some(log) => log.say(line),
+        None => eprintln!("{line}"),
     };
     if let Some(reason) = &override_reason {
         record_overrides(&plan, reason, &state, &sink, clock.as_ref())?;

@@ -21,8 +21,12 @@ pub const FORMAT_VERSION: u32 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PoolState {
-    /// Matches the desired state.
+    /// Matches the desired state, with the desired number of nodes available.
     InSync,
+    /// Nothing is due, but fewer nodes are available than desired (booting,
+    /// unhealthy, or gone): not in sync, and nothing of poolwright's is
+    /// running to fix it.
+    Unavailable,
     /// Steps are being applied (a rollout, a scale, an in-place update...).
     Applying,
     /// Changes are due but a disruption policy holds the disruptive ones.
@@ -45,6 +49,7 @@ impl PoolState {
     pub fn as_str(self) -> &'static str {
         match self {
             PoolState::InSync => "in-sync",
+            PoolState::Unavailable => "unavailable",
             PoolState::Applying => "applying",
             PoolState::Blocked => "blocked",
             PoolState::Held => "held",
@@ -55,8 +60,9 @@ impl PoolState {
             PoolState::Error => "error",
         }
     }
-    pub const ALL: [PoolState; 9] = [
+    pub const ALL: [PoolState; 10] = [
         PoolState::InSync,
+        PoolState::Unavailable,
         PoolState::Applying,
         PoolState::Blocked,
         PoolState::Held,
@@ -532,6 +538,22 @@ impl Board {
                 return;
             };
             let p = &mut doc.pools[i];
+            // In sync means the desired number of nodes available, not only
+            // nothing to do: a pool of 6 with 0 available is not in sync.
+            match p.state {
+                PoolState::InSync if counts.available < counts.desired => {
+                    p.state = PoolState::Unavailable;
+                    p.message = format!(
+                        "{} of {} node(s) available: nothing is due, but nodes are booting, unhealthy or missing",
+                        counts.available, counts.desired
+                    );
+                }
+                PoolState::Unavailable if counts.available >= counts.desired => {
+                    p.state = PoolState::InSync;
+                    p.message = "matches the desired state".into();
+                }
+                _ => {}
+            }
             let last = p.rollout.take();
             p.rollout = Some(match last {
                 // A new target is a new roll: the last one's phase is not its.

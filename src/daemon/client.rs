@@ -71,7 +71,9 @@ impl Client {
             .get(&url)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
+            // The whole chain: "connection refused" is in the source, not in
+            // reqwest's own line.
+            .map_err(|e| anyhow::Error::new(e).context(format!("GET {url}")))?;
         if !resp.status().is_success() {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
@@ -96,7 +98,7 @@ impl Client {
             .json(body)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("POST {url}: {e}"))?;
+            .map_err(|e| anyhow::Error::new(e).context(format!("POST {url}")))?;
         let ok = resp.status().is_success();
         let text = resp.text().await.unwrap_or_default().trim_end().to_string();
         Ok(if ok { Ok(text) } else { Err(Refused(text)) })

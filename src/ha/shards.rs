@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn the_hash_is_stable_and_documented() {
         // FNV-1a 64 of "web" is 0x5ea0e11948721ef1 (any FNV tool says so),
-        // so "web" is in shard 0x...f1 mod S: the README's worked example.
+        // so "web" is in shard 0x...f1 mod S: the worked example of docs/how-to/ha.md.
         assert_eq!(shard_of("", 16), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
         assert_eq!(
             shard_of("web", u32::MAX),

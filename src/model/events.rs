@@ -135,6 +135,12 @@ impl Counts {
         if self.launching > 0 {
             s.push_str(&format!(", {} launching", self.launching));
         }
+        // Old nodes not yet on their way out: a pool is never "6/6 done"
+        // with nothing more said while old nodes remain.
+        let waiting = self.outdated.saturating_sub(self.draining);
+        if waiting > 0 {
+            s.push_str(&format!(", {waiting} old left"));
+        }
         if self.draining > 0 {
             s.push_str(&format!(", {} old draining", self.draining));
         }
@@ -143,9 +149,12 @@ impl Counts {
 }
 
 impl Counts {
-    pub fn of(pool: &ObservedPool, desired: TemplateHash) -> Counts {
+    /// The counts of an observed pool against the template and size it
+    /// should have (`size`: the desired size, not the provider's, which a
+    /// roll's surge raises).
+    pub fn of(pool: &ObservedPool, desired: TemplateHash, size: u32) -> Counts {
         let mut c = Counts {
-            desired: pool.size,
+            desired: size,
             ..Counts::default()
         };
         for n in pool.live_nodes() {

@@ -16,7 +16,7 @@ pub mod render;
 pub use attributes::{AttrChange, Value};
 pub use digest::{config_digest, observed_digest, work_key};
 pub use hold::{Hold, HumanWait};
-pub use planner::{Observed, PlanOptions, plan, plan_one};
+pub use planner::{Observed, PlanOptions, plan, plan_one, target_size};
 
 use serde::{Deserialize, Serialize};
 
@@ -242,6 +242,18 @@ pub struct PdbFinding {
 impl PoolPlan {
     pub fn has_changes(&self) -> bool {
         !self.steps.is_empty()
+    }
+
+    /// The size the plan brings the pool to, when a step sets one (a roll,
+    /// a scale, a creation): what progress is counted against, never the
+    /// provider's size with a roll's surge in it.
+    pub fn target_size(&self) -> Option<u32> {
+        self.steps.iter().find_map(|s| match s {
+            Step::Roll { size, .. } => Some(*size),
+            Step::Scale { to, .. } => Some(*to),
+            Step::CreatePool { spec, .. } => Some(spec.size),
+            _ => None,
+        })
     }
 
     /// Its roll is held by a disruption policy or the pre-flight.

@@ -37,6 +37,9 @@ pub struct Observed {
     /// allow no disruption over pods on it; or why the cluster could not be
     /// read (its name and the error).
     pub budgets: BTreeMap<String, Result<NodeBudgets, (String, String)>>,
+    /// Clusters that could not be read, with the error: their pools are seen
+    /// without Ready, cordons or budgets.
+    pub clusters_unread: BTreeMap<String, String>,
 }
 
 /// By provider node id, the PodDisruptionBudgets that would block its drain.
@@ -428,18 +431,7 @@ impl<'a> Pool<'a> {
             refused(p, why);
             return None;
         }
-        // The autoscaler owns the size within the bounds; ignoreChanges:
-        // [size] leaves it as is.
-        let ignores_size = doc
-            .spec
-            .lifecycle
-            .ignore_changes
-            .contains(&IgnoredAttribute::Size);
-        let target = match (spec.autoscaling, ignores_size) {
-            (Some(b), _) => b.clamp(obs.size),
-            (None, true) => obs.size,
-            (None, false) => spec.size,
-        };
+        let target = target_size(spec, doc, obs.size);
         p.attributes = diff(
             Some(attributes(
                 Some(obs.size),
@@ -872,6 +864,22 @@ fn preflight(
         p.hold = Some(Hold::Preflight { finding: why });
     }
     p.preflight = Some(found);
+}
+
+/// The size a pool converges on, given the size its provider holds: the
+/// autoscaler owns the size within the bounds; `ignoreChanges: [size]`
+/// leaves it as it is; else the document's size.
+pub fn target_size(spec: &PoolSpec, doc: &NodePoolDoc, observed: u32) -> u32 {
+    let ignores_size = doc
+        .spec
+        .lifecycle
+        .ignore_changes
+        .contains(&IgnoredAttribute::Size);
+    match (spec.autoscaling, ignores_size) {
+        (Some(b), _) => b.clamp(observed),
+        (None, true) => observed,
+        (None, false) => spec.size,
+    }
 }
 
 /// Why a pool's rollout waits for a human, if it does: paused, Degraded, or

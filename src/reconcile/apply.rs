@@ -271,7 +271,8 @@ async fn counts_after(provider: &dyn Provider, p: &PoolPlan) -> Option<Counts> {
         .rollout
         .as_ref()
         .map_or(pool.template.hash(), |r| r.to_template);
-    Some(Counts::of(&pool, desired))
+    let size = p.target_size().unwrap_or(pool.size);
+    Some(Counts::of(&pool, desired, size))
 }
 
 /// Change `pool`'s inventory entry and save it (saves are ordered; each

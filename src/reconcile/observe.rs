@@ -38,6 +38,7 @@ pub async fn observe(
         observed.reimaging.extend(part.reimaging);
         observed.acts_on.extend(part.acts_on);
         observed.budgets.extend(part.budgets);
+        observed.clusters_unread.extend(part.clusters_unread);
     }
     observed
 }
@@ -124,6 +125,9 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!("{e}; pools seen without their cluster");
+                    observed
+                        .clusters_unread
+                        .insert(cluster.to_string(), e.to_string());
                     unread(observed, e.to_string());
                     continue;
                 }
@@ -134,6 +138,9 @@ async fn attach_clusters(config: &Config, providers: &Providers, observed: &mut 
             .collect();
         if let Err(e) = attached.see(&mut pools).await {
             tracing::warn!("{e}; pools seen without their cluster");
+            observed
+                .clusters_unread
+                .insert(cluster.to_string(), e.to_string());
         }
         // The PDB pre-flight, for pools a plan may roll: nodes off the
         // files' template, or a node lifetime to keep.

@@ -1,5 +1,5 @@
 //! Surge / unavailable budget resolution, by the rules of the pool's
-//! `rollout.semantics` (the README's "Rollout semantics" table names each rule's
+//! `rollout.semantics` (the "Rollout semantics" table of docs/explanation/rollouts.md names each rule's
 //! source).
 
 use serde::{Deserialize, Serialize};
@@ -172,7 +172,7 @@ mod tests {
         }
     }
 
-    /// One row per rule of the README's "Rollout semantics" table.
+    /// One row per rule of the "Rollout semantics" table (docs/explanation/rollouts.md).
     #[test]
     fn each_services_rounding_and_defaults() {
         use IntOrPercent::*;

@@ -574,7 +574,7 @@ pub struct AwsPool {
 
 // ---------------------------------------------------------------- Rollout
 
-/// How outdated nodes are replaced. See "Rollouts" in the README.
+/// How outdated nodes are replaced. See docs/explanation/rollouts.md.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rollout {

@@ -20,7 +20,48 @@ pub struct StateLock {
     _file: File,
 }
 
+/// Whether a process acts on a state directory now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// No apply and no daemon holds the lock.
+    Idle,
+    /// One does (who, when the lock file says).
+    Held(Option<LockHolder>),
+    /// The lock file cannot be read (another user's state directory).
+    Unknown,
+}
+
 impl StateLock {
+    /// Who holds the lock, without taking it (a shared try-lock, released
+    /// at once; the holder's is exclusive).
+    pub fn activity(state_dir: &Path) -> Activity {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = state_dir.join("lock");
+        let Ok(mut file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+        else {
+            return if path.symlink_metadata().is_err() && state_dir.is_dir() {
+                Activity::Idle
+            } else {
+                Activity::Unknown
+            };
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Activity::Unknown;
+        }
+        match file.try_lock_shared() {
+            Ok(()) => Activity::Idle,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = (&mut file).take(64 * 1024).read_to_string(&mut text);
+                Activity::Held(serde_json::from_str(&text).ok())
+            }
+            Err(std::fs::TryLockError::Error(_)) => Activity::Unknown,
+        }
+    }
+
     /// Take the lock or say who has it.
     pub fn acquire(state_dir: &Path, command: &str) -> anyhow::Result<StateLock> {
         std::fs::create_dir_all(state_dir).map_err(|e| {

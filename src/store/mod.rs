@@ -14,7 +14,7 @@ pub mod snapshot_log;
 pub use fleet::FleetJournal;
 pub use inventory::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
 pub use journal::Journal;
-pub use lock::{LockHolder, StateLock};
+pub use lock::{Activity, LockHolder, StateLock};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -85,12 +85,117 @@ fn validate_reports_a_missing_directory() {
     assert!(text(&out.stderr).starts_with("no/such/dir:1:1: error: cannot read:"));
 }
 
+/// Usage errors exit 1 with clap's message: 2 is only `plan
+/// --detailed-exitcode`'s "changes present", so a mistyped flag in CI never
+/// reads as pending changes.
 #[test]
-fn usage_errors_exit_2() {
-    let out = poolwright(&["validate", "--output", "yaml"]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = poolwright(&["frobnicate"]);
-    assert_eq!(out.status.code(), Some(2));
+fn usage_errors_exit_1_never_2() {
+    for args in [
+        &["validate", "--output", "yaml"][..],
+        &["frobnicate"],
+        &["plan", "--detailed-exitcod"],
+    ] {
+        let out = poolwright(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).starts_with("error: "),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Help and version are not errors.
+    assert_eq!(poolwright(&["--help"]).status.code(), Some(0));
+    assert_eq!(poolwright(&["plan", "--help"]).status.code(), Some(0));
+    assert_eq!(poolwright(&["--version"]).status.code(), Some(0));
+}
+
+/// Terraform's `-no-color` is accepted wherever `--no-color` is, on every
+/// command (Terraform's flags are single-dash).
+#[test]
+fn no_color_is_accepted_in_terraforms_spelling_on_every_command() {
+    let out = poolwright(&["validate", "examples", "-no-color"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = poolwright(&["-no-color", "validate", "examples"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = poolwright(&["schema", "--no-color"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// `poolwright version`: the release and the git revision it was built from.
+#[test]
+fn version_names_the_release_and_the_revision() {
+    let out = poolwright(&["version"]);
+    assert_eq!(out.status.code(), Some(0));
+    let line = text(&out.stdout);
+    assert!(
+        line.starts_with(&format!("poolwright {} (", env!("CARGO_PKG_VERSION"))),
+        "{line}"
+    );
+    // Built from this checkout: the revision is HEAD's.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    if head.status.success() {
+        let head = text(&head.stdout);
+        assert!(line.contains(head.trim()), "{line} names {head}");
+    }
+    let json = poolwright(&["version", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["revision"].is_string(), "{v}");
+}
+
+/// `status --url` takes an address without a scheme as http, and a daemon
+/// that cannot be reached is named with the reason (connection refused).
+#[test]
+fn status_url_without_a_scheme_and_a_refused_connection_are_said_plainly() {
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = poolwright(&["status", "--url", &format!("127.0.0.1:{port}")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(!err.contains("builder error"), "{err}");
+    assert!(
+        err.contains(&format!("http://127.0.0.1:{port}/v1/status")),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+    let out = poolwright(&["status", "--url", "ftp://127.0.0.1:1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("http or https"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The help texts say what the flags do, and every command shows examples.
+#[test]
+fn help_texts_are_specific_and_have_examples() {
+    let plan = text(&poolwright(&["plan", "--help"]).stdout);
+    assert!(
+        !plan.contains("Delete pools poolwright manages"),
+        "plan does not delete: {plan}"
+    );
+    assert!(plan.contains("--prune"), "{plan}");
+    let pause = text(&poolwright(&["rollout", "pause", "--help"]).stdout);
+    assert!(pause.contains("Usage: poolwright rollout pause"), "{pause}");
+    assert!(pause.contains("--reason"), "{pause}");
+    for cmd in [
+        "validate", "plan", "apply", "forecast", "run", "status", "rollout", "fleet", "plugin",
+    ] {
+        let help = text(&poolwright(&[cmd, "--help"]).stdout);
+        assert!(
+            help.contains("Examples:"),
+            "{cmd} --help has no examples:\n{help}"
+        );
+    }
 }
 
 #[test]
@@ -151,4 +256,55 @@ fn completions_are_generated_for_common_shells() {
             "{shell}"
         );
     }
+}
+
+/// `validate FILE... --dir DIR`: the changed files of a pre-commit hook,
+/// checked with the rest of their directory as context; only their own
+/// problems fail it. Without --dir, the files stand alone.
+#[test]
+fn validate_checks_files_in_the_context_of_their_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pools");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy("examples/providers.yaml", dir.join("providers.yaml")).unwrap();
+    std::fs::copy("examples/pools/web.yaml", dir.join("web.yaml")).unwrap();
+    std::fs::copy("examples/pools/api.yaml", dir.join("api.yaml")).unwrap();
+    let web = dir.join("web.yaml");
+    let (web, dir_s) = (web.to_str().unwrap(), dir.to_str().unwrap());
+    // Alone, its provider is missing.
+    let out = poolwright(&["validate", web]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // In its directory's context, it is valid.
+    let out = poolwright(&["validate", web, "--dir", dir_s]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("1 file(s) valid in the context of"));
+    // A broken other file is noted, not this file's failure.
+    std::fs::write(
+        dir.join("api.yaml"),
+        "apiVersion: poolwright/v1\nkind: NodePool\n",
+    )
+    .unwrap();
+    let out = poolwright(&["validate", web, "--dir", dir_s]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("error(s) in other files"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Its own error fails it, with its place.
+    let broken = std::fs::read_to_string("examples/pools/web.yaml")
+        .unwrap()
+        .replace("maxSurge: 2", "maxSurg: 2");
+    std::fs::write(dir.join("web.yaml"), broken).unwrap();
+    let out = poolwright(&["validate", web, "--dir", dir_s]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("web.yaml:19:5: error: unknown field \"maxSurg\""),
+        "{}",
+        text(&out.stderr)
+    );
+    // A file outside the directory is refused.
+    let out = poolwright(&["validate", "examples/policies.yaml", "--dir", dir_s]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("is not in the desired-state directory"));
 }

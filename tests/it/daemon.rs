@@ -825,3 +825,44 @@ fn a_control_group_member_uses_the_cli_as_another_user() {
     assert!(!o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("No daemon answers on"), "{}", text(&o));
 }
+
+/// In sync means the desired number of nodes available: a pool created with
+/// an image whose nodes never become healthy has nothing due, and is shown
+/// `unavailable` with its count, never `in-sync` with 0 available. Once the
+/// image is fixed and rolled, it is in sync.
+#[test]
+fn a_pool_with_no_node_available_is_not_in_sync() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("providers.yaml"),
+        PROVIDER.replace(
+            "  speed: 50\n",
+            "  speed: 50\n  failures: {badImages: [img-bad]}\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("web.yaml"), pool("img-bad")).unwrap();
+    let d = Daemon::start(tmp.path(), &[]);
+    let s = d.wait_for(
+        "the pool created, its nodes booted and never healthy",
+        Duration::from_secs(30),
+        |s| s["pools"][0]["state"] == "unavailable" && s["pools"][0]["rollout"]["total"] == 4,
+    );
+    let web = &s["pools"][0];
+    assert_eq!(web["rollout"]["available"], 0, "{web}");
+    assert_eq!(web["rollout"]["desired"], 4, "{web}");
+    assert!(
+        web["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0 of 4 node(s) available"),
+        "{web}"
+    );
+    // Never shown in sync meanwhile: a few more looks say the same.
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, body) = d.get("/v1/status");
+    let s: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(s["pools"][0]["state"], "unavailable", "{s}");
+}

@@ -62,7 +62,7 @@ fn a_freeze_holds_until_an_override_with_a_reason_which_is_recorded() {
             "--override-disruption-policy",
         ],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 
     let out = poolwright(
         dir,

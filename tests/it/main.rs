@@ -13,6 +13,7 @@ mod crash_resume;
 mod daemon;
 mod daemon_fleet;
 mod disruption_override;
+mod docs;
 mod fleet_rollouts;
 mod forecast;
 mod forecast_honesty;

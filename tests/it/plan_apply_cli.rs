@@ -115,9 +115,28 @@ fn a_saved_plan_applies_only_while_fresh() {
     let c = Cli::new();
     let o = c.run(&["plan", "config", "-out", "web.plan"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let o = c.run(&["apply", "web.plan", "--auto-approve"]);
+    // The saved plan was the approval, as in Terraform: applying it asks
+    // nothing, even with no terminal to ask on.
+    let o = c.run(&["apply", "web.plan"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("Apply complete: 1 step(s) done."));
+    assert!(!out(&o).contains("Do you want to perform these actions?"));
+    // No terminal: every event is a timestamped line (a CI log is never
+    // empty while a roll runs).
+    assert!(
+        err(&o)
+            .lines()
+            .any(|l| l.get(19..21) == Some("Z ")
+                && l[21..].starts_with("nodepool.web: pool_created")),
+        "{}",
+        err(&o)
+    );
+    // A directory still needs the approval.
+    c.write("config/web.yaml", &pool("web", 4, "img-1", ""));
+    let o = c.run(&["apply", "config"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
+    assert!(err(&o).contains("pass --auto-approve"), "{}", err(&o));
+    c.write("config/web.yaml", &pool("web", 3, "img-1", ""));
 
     // A plan made, then the files change: refused.
     c.write("config/web.yaml", &pool("web", 4, "img-1", ""));
@@ -564,7 +583,107 @@ fn sigterm_stops_apply_at_a_safe_point_and_the_next_apply_resumes() {
         events()
     );
     assert!(c.path(".poolwright/journal/web.json").exists());
-    let o = c.run(&["apply", "config", "--auto-approve"]);
+    // `desired` is the pool's size (3), never the provider's size with the
+    // roll's surge in it (4), the stop's events included.
+    let sizes: Vec<_> = events()
+        .iter()
+        .filter_map(|e| e["counts"]["desired"].as_u64())
+        .collect();
+    assert!(
+        !sizes.is_empty() && sizes.iter().all(|d| *d == 3),
+        "{sizes:?}"
+    );
+    // Stopped: nothing runs the roll now, and the status says so.
+    let o = c.run(&["rollout", "status", "web"]);
+    assert!(
+        out(&o).contains("stopped: nothing runs it now; it resumes where it stopped on the next `poolwright apply`"),
+        "{}",
+        out(&o)
+    );
+    let o = c.run(&["rollout", "status", "web", "--wait"]);
+    assert_eq!(o.status.code(), Some(1), "a stopped roll ends the wait");
+    let o = c.run(&["rollout", "status", "web", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["status"], "stopped", "{v}");
+    let o = c.run(&[
+        "apply",
+        "config",
+        "--auto-approve",
+        "--events",
+        "events.jsonl",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(!c.path(".poolwright/journal/web.json").exists());
+    let sizes: Vec<_> = events()
+        .iter()
+        .filter_map(|e| e["counts"]["desired"].as_u64())
+        .collect();
+    assert!(sizes.iter().all(|d| *d == 3), "{sizes:?}");
+    // Done: a wait ends at once, with 0.
+    let o = c.run(&["rollout", "status", "web", "--wait"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+}
+
+/// The pool attached to Cluster `prod`.
+fn in_cluster(pool: &str) -> String {
+    pool.replace(
+        "  providerRef: sim\n",
+        "  providerRef: sim\n  clusterRef: prod\n",
+    )
+}
+
+/// A Cluster that cannot be reached fails `plan` (it planned without the
+/// nodes' Ready state, cordons and budgets) and `apply` before it acts,
+/// unless `--allow-unreachable` says that is known and accepted.
+#[test]
+fn an_unreachable_cluster_fails_plan_and_apply_unless_allowed() {
+    let c = Cli::new();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    c.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{port}\"}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncurrent-context: x\n"
+        ),
+    );
+    c.write(
+        "config/cluster.yaml",
+        &format!(
+            "apiVersion: poolwright/v1\nkind: Cluster\nmetadata: {{name: prod}}\nspec: {{kubeconfig: {}}}\n",
+            c.path("kubeconfig").display()
+        ),
+    );
+    c.write("config/web.yaml", &in_cluster(&pool("web", 3, "img-1", "")));
+    // A new pool has no nodes to see: the cluster is not asked.
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    let o = c.run(&["plan", "config"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("No changes."), "{}", out(&o));
+    assert!(
+        err(&o).contains("error: cluster prod could not be read")
+            && err(&o).contains("pass --allow-unreachable"),
+        "{}",
+        err(&o)
+    );
+    let o = c.run(&["plan", "config", "--allow-unreachable"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(
+        err(&o).contains("warning: cluster prod could not be read"),
+        "{}",
+        err(&o)
+    );
+    // A roll is refused before anything is done: no drain could reach it.
+    c.write("config/web.yaml", &in_cluster(&pool("web", 3, "img-2", "")));
+    let o = c.run(&["apply", "config", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
+    assert!(err(&o).contains("nothing was changed"), "{}", err(&o));
+    assert!(
+        !c.path(".poolwright/journal/web.json").exists(),
+        "no roll began"
+    );
 }

@@ -260,14 +260,23 @@ impl Reconciler {
                     self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
                 }
                 super::projection::record_nodes(&self.metrics, &name, &pool);
-                let target = config
+                let spec = config
                     .pools
                     .get(&name)
-                    .map(|e| PoolSpec::from_doc(&e.doc).template.hash())
-                    .unwrap_or_else(|| pool.template.hash());
+                    .map(|e| (PoolSpec::from_doc(&e.doc), &e.doc));
+                let target = spec
+                    .as_ref()
+                    .map_or_else(|| pool.template.hash(), |(s, _)| s.template.hash());
+                // Counted against the size the pool converges on, never the
+                // provider's size with a roll's surge in it.
+                let size = p.target_size().unwrap_or_else(|| {
+                    spec.as_ref().map_or(pool.size, |(s, doc)| {
+                        crate::plan::target_size(s, doc, pool.size)
+                    })
+                });
                 // As observed: a healthy node in service is available (the
                 // executor's events, during a roll, also wait its minReady).
-                let counts = crate::model::Counts::of(&pool, target);
+                let counts = crate::model::Counts::of(&pool, target, size);
                 self.board.observed(&name, counts, target, now);
                 // The observation's last use: the page's copy takes it.
                 self.feed.observed(Arc::new(pool), target);
