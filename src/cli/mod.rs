@@ -10,9 +10,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod doctor;
 mod fleet_cmd;
 mod forecast_cmd;
 mod git_args;
+mod init_cmd;
+mod package_assets;
 mod plugin_cmd;
 mod progress_log;
 mod rollout_cmd;
@@ -331,6 +334,56 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Start a config repository: a provider, a pool, a disruption policy,
+    /// the JSON Schema for editors and a .gitignore
+    ///
+    /// Writes nothing when any of those files exists already.
+    #[command(
+        after_help = "Examples:\n  poolwright init pools && poolwright plan pools\n  poolwright init .   # in an empty git repository"
+    )]
+    Init {
+        /// The directory (created when missing)
+        dir: PathBuf,
+    },
+    /// Check what a bastion needs: the desired state, each provider's
+    /// credentials, each cluster's kubeconfig, the state directory's
+    /// permissions, the systemd unit's hardening, the listener and the
+    /// control socket's group
+    ///
+    /// Reads, observes and connects; changes nothing. Run it as the
+    /// daemon's user (sudo -u poolwright poolwright doctor ...). Exit status:
+    /// 0 when nothing failed (warnings may be printed), 1 otherwise.
+    #[command(
+        after_help = "Examples:\n  sudo -u poolwright poolwright doctor /srv/poolwright/config --state-dir /var/lib/poolwright --control-group poolwright-ops\n  poolwright doctor examples/ -o json"
+    )]
+    Doctor {
+        /// Desired-state directory
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// The state directory the daemon uses
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The systemd unit to check (default: poolwright.service where systemd looks)
+        #[arg(long, value_name = "FILE")]
+        unit: Option<PathBuf>,
+        /// The address `run --listen` will use
+        #[arg(
+            long,
+            env = "POOLWRIGHT_LISTEN",
+            default_value = "127.0.0.1:9479",
+            value_name = "ADDR"
+        )]
+        listen: std::net::SocketAddr,
+        /// The group `run --control-group` will give the control socket
+        #[arg(long, value_name = "GROUP")]
+        control_group: Option<String>,
+        /// Output format
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Write the man pages and shell completions into DIR (for packages)
+    #[command(hide = true)]
+    PackageAssets { dir: PathBuf },
 }
 
 /// Options shared by the commands that observe and act.
@@ -592,6 +645,23 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             clap_complete::generate(shell, &mut cmd, "poolwright", &mut std::io::stdout());
             Ok(exit::OK)
         }
+        Command::Init { dir } => init_cmd::init(&dir),
+        Command::Doctor {
+            dir,
+            state_dir,
+            unit,
+            listen,
+            control_group,
+            output,
+        } => doctor::doctor(&doctor::Request {
+            dir,
+            state_dir,
+            unit,
+            listen,
+            control_group,
+            output,
+        }),
+        Command::PackageAssets { dir } => package_assets::write(&dir),
     }
 }
 

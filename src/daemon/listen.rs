@@ -131,7 +131,7 @@ pub fn bind_control_socket(path: &Path, group: Option<&str>) -> anyhow::Result<U
 }
 
 /// A group by name or number.
-fn group_id(group: &str) -> anyhow::Result<u32> {
+pub fn group_id(group: &str) -> anyhow::Result<u32> {
     if let Ok(gid) = group.parse() {
         return Ok(gid);
     }

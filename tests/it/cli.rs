@@ -308,3 +308,78 @@ fn validate_checks_files_in_the_context_of_their_directory() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("is not in the desired-state directory"));
 }
+
+/// `init` then `doctor`, as a newcomer runs them: the scaffold validates and
+/// plans one pool; doctor passes on it, and fails on a state directory that
+/// others can write into, naming the directory and the fix.
+#[test]
+fn init_scaffolds_a_repository_that_plans_and_doctor_names_a_world_writable_state_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("config");
+    let state = tmp.path().join("state");
+    let repo_s = repo.to_str().unwrap();
+    let state_s = state.to_str().unwrap();
+    let init = poolwright(&["init", repo_s]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let plan = poolwright(&["plan", repo_s, "--state-dir", state_s]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    assert!(
+        text(&plan.stdout).contains("1 to add"),
+        "{}",
+        text(&plan.stdout)
+    );
+    // A second init writes nothing.
+    let again = poolwright(&["init", repo_s]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("already exist"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let ok = poolwright(&[
+        "doctor",
+        repo_s,
+        "--state-dir",
+        state_s,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let out = text(&ok.stdout);
+    assert!(ok.status.success(), "{out}");
+    assert!(out.contains("ok    desired state"), "{out}");
+    assert!(out.contains("provider sim"), "{out}");
+
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bad = poolwright(&[
+        "doctor",
+        repo_s,
+        "--state-dir",
+        state_s,
+        "--listen",
+        "127.0.0.1:0",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));
+    let json: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
+    let failed: Vec<&serde_json::Value> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["verdict"] == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{json:#}");
+    assert_eq!(failed[0]["topic"], "state directory");
+    assert!(
+        failed[0]["text"].as_str().unwrap().contains("0777"),
+        "{json:#}"
+    );
+    assert!(
+        failed[0]["fix"].as_str().unwrap().contains("chmod"),
+        "{json:#}"
+    );
+}
