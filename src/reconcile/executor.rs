@@ -404,7 +404,9 @@ impl<'a> Executor<'a> {
             by: None,
             fleet: None,
             since,
-            phase: counted.then(|| crate::rollout::phase::phase_of(&self.state, self.clock.now())),
+            phase: counted.then(|| {
+                crate::rollout::phase::phase_of(&self.state, self.index.nodes(), self.clock.now())
+            }),
         });
     }
 

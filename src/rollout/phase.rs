@@ -4,10 +4,17 @@
 use jiff::Timestamp;
 
 use crate::model::phase::{Phase, PhaseKind};
+use crate::model::{Node, NodeState};
 use crate::policy::{self, Gate};
 use crate::rollout::state::{Mark, RolloutState, Status};
 
-pub fn phase_of(s: &RolloutState, now: Timestamp) -> Phase {
+/// `nodes` are the pool's nodes as last observed: the canary's headline
+/// names the first new node and when its `minReady` ends.
+pub fn phase_of<'a>(
+    s: &RolloutState,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    now: Timestamp,
+) -> Phase {
     let phase = |kind, text: String, until| Phase { kind, text, until };
     match &s.status {
         Status::Paused { reason } => {
@@ -39,14 +46,41 @@ pub fn phase_of(s: &RolloutState, now: Timestamp) -> Phase {
         return phase(PhaseKind::Bake, "checkpoint bake".into(), Some(until));
     }
     if s.settings.canary && !s.canary_done {
-        return phase(
-            PhaseKind::Canary,
-            format!(
-                "canary: waiting for the first new node to stay healthy for {}",
-                s.settings.min_ready
+        let min_ready = s.settings.min_ready;
+        // The new node closest to done: healthy longest, else launched first.
+        let first = nodes
+            .into_iter()
+            .filter(|n| n.template == s.target && n.state != NodeState::Terminating)
+            .min_by_key(|n| (n.healthy_since.is_none(), n.healthy_since, n.launched_at));
+        let (text, until) = match first {
+            Some(n) => match n.healthy_since {
+                Some(h) => {
+                    let ends = h
+                        .checked_add(
+                            jiff::SignedDuration::try_from(min_ready.as_std()).unwrap_or_default(),
+                        )
+                        .unwrap_or(h);
+                    let left = ends.duration_since(now).max(jiff::SignedDuration::ZERO);
+                    (
+                        format!(
+                            "canary: {} healthy, {}s of minReady {min_ready} left",
+                            n.id,
+                            left.as_secs()
+                        ),
+                        Some(ends),
+                    )
+                }
+                None => (
+                    format!("canary: {} booting, then healthy for {min_ready}", n.id),
+                    None,
+                ),
+            },
+            None => (
+                format!("canary: launching the first new node, then healthy for {min_ready}"),
+                None,
             ),
-            None,
-        );
+        };
+        return phase(PhaseKind::Canary, text, until);
     }
     let draining = s
         .marks
@@ -72,22 +106,35 @@ mod tests {
         let mut s = fixtures::state(6, 2, 0);
         s.settings.canary = true;
         s.settings.min_ready = Duration::secs(10);
-        let p = phase_of(&s, at(0));
+        let p = phase_of(&s, [], at(0));
         assert_eq!(p.kind, PhaseKind::Canary);
         assert!(p.text.contains("10s"), "{}", p.text);
+        // The canary node is named: booting, then healthy with the
+        // minReady left and its end as the phase's end.
+        let mut canary = fixtures::node("web-7", &fixtures::new(), NodeState::Pending);
+        let p = phase_of(
+            &s,
+            [&fixtures::healthy("web-1", &fixtures::old()), &canary],
+            at(3),
+        );
+        assert_eq!(p.text, "canary: web-7 booting, then healthy for 10s");
+        canary.healthy_since = Some(at(4));
+        let p = phase_of(&s, [&canary], at(8));
+        assert_eq!(p.text, "canary: web-7 healthy, 6s of minReady 10s left");
+        assert_eq!(p.until, Some(at(14)));
         s.canary_done = true;
-        assert_eq!(phase_of(&s, at(0)).kind, PhaseKind::Rolling);
+        assert_eq!(phase_of(&s, [], at(0)).kind, PhaseKind::Rolling);
         s.bake_until = Some(at(30));
-        let p = phase_of(&s, at(5));
+        let p = phase_of(&s, [], at(5));
         assert_eq!((p.kind, p.until), (PhaseKind::Bake, Some(at(30))));
         assert_eq!(
-            phase_of(&s, at(30)).kind,
+            phase_of(&s, [], at(30)).kind,
             PhaseKind::Rolling,
             "a bake past its end"
         );
         s.status = Status::Paused {
             reason: "by alice: looking".into(),
         };
-        assert_eq!(phase_of(&s, at(5)).kind, PhaseKind::Paused);
+        assert_eq!(phase_of(&s, [], at(5)).kind, PhaseKind::Paused);
     }
 }
