@@ -40,6 +40,9 @@ pub mod exit {
     pub const CHANGES: u8 = 2;
 }
 
+/// Where `run` serves status and metrics, and so where `doctor` looks.
+const DEFAULT_LISTEN: &str = "127.0.0.1:9479";
+
 /// The release and the git revision it was built from.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -232,7 +235,7 @@ pub enum Command {
         #[arg(
             long,
             env = "POOLWRIGHT_LISTEN",
-            default_value = "127.0.0.1:9479",
+            default_value = DEFAULT_LISTEN,
             value_name = "ADDR"
         )]
         listen: std::net::SocketAddr,
@@ -370,7 +373,7 @@ pub enum Command {
         #[arg(
             long,
             env = "POOLWRIGHT_LISTEN",
-            default_value = "127.0.0.1:9479",
+            default_value = DEFAULT_LISTEN,
             value_name = "ADDR"
         )]
         listen: std::net::SocketAddr,

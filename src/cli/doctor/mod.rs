@@ -74,14 +74,14 @@ pub struct Request {
 
 pub(super) fn doctor(req: &Request) -> anyhow::Result<u8> {
     let mut found = Vec::new();
+    // One runtime for every check that connects.
+    let rt = super::snapshot::runtime()?;
     let config = desired_state(&req.dir, &mut found);
     if let Some(config) = &config {
-        let rt = super::snapshot::runtime()?;
         found.extend(rt.block_on(backends(config, &req.state_dir)));
     }
     state_dir(&req.state_dir, &mut found);
     systemd_unit(req.unit.as_deref(), &mut found);
-    let rt = super::snapshot::runtime()?;
     found.push(rt.block_on(listener(req.listen, &req.state_dir)));
     if let Some(group) = &req.control_group {
         found.push(control_group(group, &req.state_dir));
