@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build poolwright's Debian package with cargo-deb (3.8).
 #
-#   bash scripts/package-deb.sh [--profile release|dev] [--no-build]
+#   bash scripts/package-deb.sh [--profile dist|dev] [--no-build]
 #
 # 1. `cargo build --locked --profile P` (skipped with --no-build: the binary of
 #    that profile must already be there, e.g. target/debug/poolwright after
-#    `cargo test`);
+#    `cargo test`). dist, the default, is the release profile with line
+#    tables: cargo-deb strips them into the dbgsym package;
 # 2. target/deb-assets/: `poolwright package-assets` (man pages, gzipped here,
 #    and completions), the packaged unit (ExecStart=/usr/bin/poolwright, from
 #    systemd/poolwright.service, which stays as it is for the hand install) and
@@ -31,21 +32,21 @@ die() {
 }
 say() { echo "== $*" >&2; }
 
-profile=release
+profile=dist
 build=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile) [ $# -ge 2 ] || die "--profile needs a value (release or dev)"; profile=$2; shift 2 ;;
+    --profile) [ $# -ge 2 ] || die "--profile needs a value (dist or dev)"; profile=$2; shift 2 ;;
     --profile=*) profile=${1#--profile=}; shift ;;
     --no-build) build=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-    *) die "unknown argument '$1' (usage: scripts/package-deb.sh [--profile release|dev] [--no-build])" ;;
+    *) die "unknown argument '$1' (usage: scripts/package-deb.sh [--profile dist|dev] [--no-build])" ;;
   esac
 done
 case "$profile" in
-  release) profile_dir=release ;;
+  dist) profile_dir=dist ;;
   dev) profile_dir=debug ;;
-  *) die "--profile must be release or dev, not '$profile'" ;;
+  *) die "--profile must be dist or dev, not '$profile'" ;;
 esac
 
 # The tools, before any work.

@@ -9,6 +9,7 @@
 # a real Kubernetes control plane (kine + kube-apiserver + kwok, built here),
 # a real Prometheus (Debian's package) for FleetRollout gates, and git's own
 # servers (git daemon, git http-backend under lighttpd, sshd) for `run --git-url`.
+# Last, the Debian package is built with cargo-deb and installed with dpkg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -105,6 +106,35 @@ if ! book=$("$tools/bin/mdbook" build docs 2>&1); then
 fi
 echo "$book" | grep -v ' INFO ' || true
 
+# cargo-deb builds the Debian package that scripts/test-deb.sh installs with
+# dpkg after the cargo tests (dpkg-shlibdeps, from dpkg-dev, finds its libc
+# dependency; strip and objcopy, from binutils, split off its debug info).
+CARGO_DEB_VERSION=3.8.0
+cargo_deb="${XDG_CACHE_HOME:-$HOME/.cache}/poolwright/tools/cargo-deb-$CARGO_DEB_VERSION"
+if ! [ -x "$cargo_deb/bin/cargo-deb" ]; then
+  echo "== installing cargo-deb $CARGO_DEB_VERSION (cargo install, cached in $cargo_deb)"
+  deblog=$(mktemp)
+  if ! cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked --root "$cargo_deb" >"$deblog" 2>&1; then
+    tail -30 "$deblog" >&2
+    echo "scripts/test.sh: cargo could not install cargo-deb $CARGO_DEB_VERSION (the package test)" >&2
+    exit 1
+  fi
+  rm -f "$deblog"
+fi
+export POOLWRIGHT_CARGO_DEB="$cargo_deb/bin/cargo-deb"
+if ! command -v dpkg-shlibdeps >/dev/null || ! command -v objcopy >/dev/null || ! command -v readelf >/dev/null; then
+  echo "== installing dpkg-dev and binutils (apt)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev binutils; } >/dev/null \
+    || { echo "scripts/test.sh: dpkg-dev and binutils are required (the package test) and could not be installed" >&2; exit 1; }
+fi
+# The package test installs with dpkg: root, or a sudo that needs no password.
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo -n true 2>/dev/null \
+    || { echo "scripts/test.sh: the package test installs a .deb with dpkg and needs root or a passwordless sudo" >&2; exit 1; }
+  as_root=(sudo -n)
+fi
+
 echo "== cargo test: unit, integration, property, snapshot, CLI and crash-resume tests"
 # Benchmarks (benches/) are not tests: run them with `cargo bench`, figures in BENCHMARKS.md.
 log=$(mktemp)
@@ -113,6 +143,24 @@ set +e
 cargo test --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
+
+# The package: built from the binary the tests just ran (the dev profile, so
+# nothing is compiled again), installed, reinstalled, removed and purged.
+echo "== the Debian package (scripts/package-deb.sh, then scripts/test-deb.sh as root)"
+deb_status=0
+if deb=$(bash scripts/package-deb.sh --profile dev --no-build); then
+  set +e
+  "${as_root[@]}" bash scripts/test-deb.sh "$deb" 2>&1 | tee -a "$log"
+  deb_status=${PIPESTATUS[0]}
+  set -e
+else
+  echo "deb: 0 passed, 1 failed (scripts/package-deb.sh could not build the package)" | tee -a "$log"
+  deb_status=1
+fi
+
 # One closing line for the whole run (cargo's own last line is the doc-test suite).
-awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
-exit "$status"
+awk '/^test result:/ { passed += $4; failed += $6 }
+     /^deb: [0-9]+ passed, [0-9]+ failed/ { passed += $2; failed += $4 }
+     END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+[ "$status" -eq 0 ] || exit "$status"
+exit "$deb_status"

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::spec::{self, Limits};
 use crate::store::DEFAULT_STATE_DIR;
 
+mod apply_report;
 mod doctor;
 mod fleet_cmd;
 mod forecast_cmd;
@@ -121,6 +122,9 @@ pub enum Command {
         /// Exit 2 when there are changes, 0 when there are none
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Accepted for Terraform's `-input=false`: plan never asks for input
+        #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+        input: bool,
         /// Plan even when a Cluster cannot be read (its pools without their
         /// nodes' Ready state, cordons and budgets); otherwise that exits 1
         #[arg(long)]
@@ -189,6 +193,15 @@ pub enum Command {
         /// terminal; a saved plan is never asked about: it was the approval)
         #[arg(long)]
         auto_approve: bool,
+        /// false: never ask, as in CI; without --auto-approve or a saved
+        /// plan, apply then refuses (exit 1) instead of asking
+        #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+        input: bool,
+        /// Output format; json: one JSON object per line on standard output
+        /// (the plan, each event, the outcome last), which needs
+        /// --auto-approve or a saved plan
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
         /// Apply even when a Cluster cannot be read (no drain can reach it);
         /// otherwise nothing is changed and the command exits 1
         #[arg(long)]
@@ -466,17 +479,27 @@ pub enum Output {
 }
 
 /// Terraform spells some long options with one dash (`-out`, `-auto-approve`,
-/// `-detailed-exitcode`); accept them so muscle memory works.
+/// `-detailed-exitcode`, `-input=false`, `-no-color`) and says `-json` for
+/// JSON output; accept them so muscle memory works (docs/reference/commands.md
+/// has the table, checked row by row by a test).
 pub fn normalize_args(
     args: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> Vec<std::ffi::OsString> {
-    const TERRAFORM_STYLE: [&str; 4] = ["-out", "-auto-approve", "-detailed-exitcode", "-no-color"];
+    const TERRAFORM_STYLE: [&str; 5] = [
+        "-out",
+        "-auto-approve",
+        "-detailed-exitcode",
+        "-input",
+        "-no-color",
+    ];
     args.into_iter()
         .map(|a| {
             let text = a.to_string_lossy();
             let name = text.split('=').next().unwrap_or_default();
             if TERRAFORM_STYLE.contains(&name) {
                 format!("-{text}").into()
+            } else if text == "-json" {
+                "--output=json".into()
             } else {
                 a
             }
@@ -511,6 +534,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             git_ref,
             remote,
             detailed_exitcode,
+            input: _,
             allow_unreachable,
             out,
             forecast,
@@ -555,18 +579,35 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             target,
             common,
             auto_approve,
+            input,
+            output,
             allow_unreachable,
             events,
             override_disruption_policy: _,
             reason,
-        } => workflow::apply(
-            &target,
-            &with_color(common),
-            auto_approve,
-            allow_unreachable,
-            events.as_deref(),
-            reason,
-        ),
+        } => {
+            let report = apply_report::Report::new(output == Output::Json);
+            let asking = workflow::Asking {
+                auto_approve,
+                input,
+            };
+            let done = workflow::apply(
+                &target,
+                &with_color(common),
+                asking,
+                allow_unreachable,
+                events.as_deref(),
+                reason,
+                report,
+            );
+            // A program reading the JSON lines always gets the outcome last.
+            if let Err(e) = &done
+                && report.is_json()
+            {
+                report.outcome(apply_report::Outcome::Error, 0, &[format!("{e:#}")], "");
+            }
+            done
+        }
         Command::Run {
             git,
             ha,

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::apply_report::{Outcome, Report};
 use super::exit;
 use crate::clock::Clock;
 use crate::fleet::ChangeStatus;
@@ -62,6 +63,7 @@ pub(super) struct Staged<'a> {
     pub clock: &'a Arc<dyn Clock>,
     pub opts: PlanOptions,
     pub revision: Option<String>,
+    pub report: Report,
 }
 
 impl Staged<'_> {
@@ -182,9 +184,14 @@ impl Staged<'_> {
             }
             if work.running.is_empty() && work.ended.is_empty() {
                 if self.ctx.stop.is_requested() {
-                    println!(
-                        "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
-                        total.steps_done
+                    self.report.outcome(
+                        Outcome::Interrupted,
+                        total.steps_done,
+                        &total.errors,
+                        &format!(
+                            "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
+                            total.steps_done
+                        ),
                     );
                     return Ok(exit::FAILED);
                 }
@@ -192,19 +199,40 @@ impl Staged<'_> {
                     for h in &halted {
                         eprintln!("error: {h}");
                     }
-                    println!(
-                        "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
-                        total.steps_done
+                    let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
+                    self.report.outcome(
+                        Outcome::Stopped,
+                        total.steps_done,
+                        &errors,
+                        &format!(
+                            "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
+                            total.steps_done
+                        ),
                     );
                     return Ok(exit::FAILED);
                 }
                 if !moving && !started {
                     if !total.errors.is_empty() {
+                        self.report.outcome(
+                            Outcome::Stopped,
+                            total.steps_done,
+                            &total.errors,
+                            &format!(
+                                "\nApply stopped: {} step(s) done, {} error(s) (see above).",
+                                total.steps_done,
+                                total.errors.len()
+                            ),
+                        );
                         return Ok(exit::FAILED);
                     }
-                    println!(
-                        "\nApply complete: {} step(s) done; every change across pools is complete.",
-                        total.steps_done
+                    self.report.outcome(
+                        Outcome::Complete,
+                        total.steps_done,
+                        &[],
+                        &format!(
+                            "\nApply complete: {} step(s) done; every change across pools is complete.",
+                            total.steps_done
+                        ),
                     );
                     return Ok(exit::OK);
                 }
@@ -220,7 +248,7 @@ impl Staged<'_> {
                     .collect();
                 let line = waiting.join("; ");
                 if !line.is_empty() && line != last_waiting {
-                    println!("waiting: {line}");
+                    self.report.line(&format!("waiting: {line}"));
                     last_waiting = line;
                 }
                 // Until a pool's work ends, something falls due, or Ctrl-C;
@@ -271,8 +299,13 @@ impl Staged<'_> {
     fn report(&self, s: &Stepped) {
         for (fleet, change, note) in &s.notes {
             match &note.pool {
-                Some(pool) => println!("fleet rollout {fleet}: nodepool.{pool}: {}", note.message),
-                None => println!("fleet rollout {fleet}: {}", note.message),
+                Some(pool) => self.report.line(&format!(
+                    "fleet rollout {fleet}: nodepool.{pool}: {}",
+                    note.message
+                )),
+                None => self
+                    .report
+                    .line(&format!("fleet rollout {fleet}: {}", note.message)),
             }
             self.ctx.events.emit(Event {
                 ts: s.at.unwrap_or_else(|| self.clock.now()),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use super::apply_report::{Outcome, Report};
 use super::saved::SavedPlan;
 use super::snapshot::{
     Planned, load, load_ref, load_remote_ref, options, plan_loaded, runtime, snapshot, source_of,
@@ -204,7 +205,21 @@ fn unread_clusters(observed: &plan::Observed, allowed: bool) -> bool {
     !allowed && !observed.clusters_unread.is_empty()
 }
 
-fn confirm() -> anyhow::Result<bool> {
+/// Whether apply may ask, and whether it was told not to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Asking {
+    /// --auto-approve: never ask, apply.
+    pub auto_approve: bool,
+    /// --input=false: never ask, refuse where a question was needed.
+    pub input: bool,
+}
+
+fn confirm(input: bool) -> anyhow::Result<bool> {
+    if !input {
+        anyhow::bail!(
+            "refusing to apply without confirmation: --input=false forbids the question; pass --auto-approve, or apply a saved plan"
+        );
+    }
     if !std::io::stdin().is_terminal() {
         anyhow::bail!(
             "refusing to apply without confirmation: standard input is not a terminal; pass --auto-approve"
@@ -222,13 +237,20 @@ fn confirm() -> anyhow::Result<bool> {
 pub(super) fn apply(
     target: &Path,
     common: &Common,
-    auto_approve: bool,
+    asking: Asking,
     allow_unreachable: bool,
     events: Option<&Path>,
     override_reason: Option<String>,
+    report: Report,
 ) -> anyhow::Result<u8> {
     let saved = SavedPlan::read_if_plan(target)?;
     let applying_saved = saved.is_some();
+    let auto_approve = asking.auto_approve;
+    if report.is_json() && !applying_saved && !auto_approve {
+        anyhow::bail!(
+            "apply -o json cannot ask for confirmation: pass --auto-approve, or apply a saved plan (plan --out FILE)"
+        );
+    }
     if saved.is_some() && override_reason.is_some() {
         anyhow::bail!(
             "--override-disruption-policy applies to a fresh plan: apply the directory ({}) with it, not a saved plan",
@@ -280,7 +302,7 @@ pub(super) fn apply(
             },
         ),
     };
-    print!("{}", render_text(&plan, &source, style(&common)));
+    report.plan(&plan, &source, style(&common));
     if unread_clusters(&snap.observed, allow_unreachable) {
         anyhow::bail!("nothing was changed");
     }
@@ -304,15 +326,17 @@ pub(super) fn apply(
             eprintln!("error: {w}");
         }
         return Ok(if waiting.is_empty() {
+            report.outcome(Outcome::NoChanges, 0, &[], "");
             exit::OK
         } else {
+            report.outcome(Outcome::Stopped, 0, &waiting, "");
             exit::FAILED
         });
     }
     // A saved plan was the approval (as in Terraform): it applies without a
     // question; a directory's fresh plan needs one, or --auto-approve.
-    if !auto_approve && !applying_saved && !confirm()? {
-        println!("\nApply cancelled.");
+    if !auto_approve && !applying_saved && !confirm(asking.input)? {
+        report.outcome(Outcome::Cancelled, 0, &[], "\nApply cancelled.");
         return Ok(exit::FAILED);
     }
     let mut sink = match events {
@@ -326,19 +350,15 @@ pub(super) fn apply(
         let latencies = latencies.clone();
         move |e| latencies.record(e)
     });
-    // On a terminal, a line per step; in a CI log, timestamped lines and a
-    // heartbeat every 30 s.
-    let log = (!std::io::stderr().is_terminal())
-        .then(|| super::progress_log::Log::start(super::progress_log::HEARTBEAT));
-    sink = match &log {
-        Some(log) => sink.observed_by(log.observer()),
-        None => sink.observed_by(super::progress_log::terminal_line),
-    };
+    // On a terminal, a live bar per pool; in a CI log, timestamped lines and
+    // a heartbeat every 30 s.
+    let view = super::progress_log::View::for_stderr(!report.is_json());
+    sink = sink.observed_by(view.observer());
+    if let Some(print) = report.event_observer() {
+        sink = sink.observed_by(print);
+    }
     sink.set_revision(source.revision.as_ref().map(|r| r.short()));
-    let progress = |line: &str| match &log {
-        Some(log) => log.say(line),
-        None => eprintln!("{line}"),
-    };
+    let progress = |line: &str| view.say(line);
     if let Some(reason) = &override_reason {
         record_overrides(&plan, reason, &state, &sink, clock.as_ref())?;
     }
@@ -398,8 +418,11 @@ pub(super) fn apply(
                 ..options(&common, clock.as_ref())
             },
             revision,
+            report,
         }
-        .drive(plan)?;
+        .drive(plan);
+        view.finish();
+        let code = code?;
         latencies.flush();
         for w in &waiting {
             eprintln!("error: {w}");
@@ -407,29 +430,48 @@ pub(super) fn apply(
         return Ok(if waiting.is_empty() {
             code
         } else {
+            report.outcome(Outcome::Stopped, 0, &waiting, "");
             exit::FAILED
         });
     }
     let outcome = rt.block_on(apply_plan(&plan, &ctx));
+    // The bars stop before the summary is printed under them.
+    view.finish();
     latencies.flush();
+    let errors: Vec<String> = outcome.errors.iter().chain(&waiting).cloned().collect();
     if stop.is_requested() {
-        println!(
-            "\nApply interrupted: {} step(s) done; run it again to continue.",
-            outcome.steps_done
+        report.outcome(
+            Outcome::Interrupted,
+            outcome.steps_done,
+            &errors,
+            &format!(
+                "\nApply interrupted: {} step(s) done; run it again to continue.",
+                outcome.steps_done
+            ),
         );
         return Ok(exit::FAILED);
     }
-    for e in outcome.errors.iter().chain(&waiting) {
+    for e in &errors {
         eprintln!("error: {e}");
     }
-    if outcome.is_ok() && waiting.is_empty() {
-        println!("\nApply complete: {} step(s) done.", outcome.steps_done);
+    if errors.is_empty() && outcome.is_ok() {
+        report.outcome(
+            Outcome::Complete,
+            outcome.steps_done,
+            &[],
+            &format!("\nApply complete: {} step(s) done.", outcome.steps_done),
+        );
         Ok(exit::OK)
     } else {
-        println!(
-            "\nApply stopped: {} step(s) done, {} pool(s) failed or waiting for a human (see the errors above).",
+        report.outcome(
+            Outcome::Stopped,
             outcome.steps_done,
-            outcome.errors.len() + waiting.len()
+            &errors,
+            &format!(
+                "\nApply stopped: {} step(s) done, {} pool(s) failed or waiting for a human (see the errors above).",
+                outcome.steps_done,
+                errors.len()
+            ),
         );
         Ok(exit::FAILED)
     }

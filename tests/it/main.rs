@@ -9,6 +9,7 @@
 mod support;
 
 mod cli;
+mod conventions;
 mod crash_resume;
 mod daemon;
 mod daemon_fleet;

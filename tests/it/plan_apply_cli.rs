@@ -220,6 +220,96 @@ fn events_are_json_lines_with_counts() {
     assert!(events[0]["ts"].as_str().unwrap().ends_with('Z'));
 }
 
+/// `apply -o json`, as a program reads it: JSON lines only on standard
+/// output (the plan first, then every event, the outcome last), the same
+/// events the --events file gets; a roll's events carry their phase.
+#[test]
+fn apply_json_streams_the_plan_each_event_and_the_outcome_last() {
+    let c = Cli::new();
+    let lines = |o: &Output| -> Vec<serde_json::Value> {
+        out(o)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    };
+    let o = c.run(&["apply", "config", "-o", "json", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let v = lines(&o);
+    assert_eq!(v[0]["type"], "plan", "{v:#?}");
+    assert_eq!(v[0]["plan"]["formatVersion"], 1, "{v:#?}");
+    assert_eq!(
+        v[0]["plan"]["pools"][0]["actions"],
+        serde_json::json!(["create"])
+    );
+    assert_eq!(v[1]["type"], "event");
+    assert_eq!(v[1]["event"], "pool_created");
+    assert_eq!(v[1]["counts"]["desired"], 3);
+    let last = v.last().unwrap();
+    assert_eq!(last["type"], "outcome");
+    assert_eq!(last["outcome"], "complete");
+    assert_eq!(last["stepsDone"], 1);
+    assert_eq!(last["errors"], serde_json::json!([]));
+
+    // A roll: its events, with their phase, between the plan and the outcome.
+    c.write(
+        "config/web.yaml",
+        &pool(
+            "web",
+            3,
+            "img-2",
+            "  rollout:\n    maxSurge: 1\n    health: {minReady: 100ms}\n",
+        ),
+    );
+    let o = c.run(&[
+        "apply",
+        "config",
+        "-json",
+        "-auto-approve",
+        "--events",
+        "events.jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let v = lines(&o);
+    let events: Vec<&serde_json::Value> = v.iter().filter(|e| e["type"] == "event").collect();
+    let file: Vec<serde_json::Value> = std::fs::read_to_string(c.path("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events.len(),
+        file.len(),
+        "stdout has every event the file has"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "node_drained" && e["phase"]["kind"].is_string()),
+        "{events:#?}"
+    );
+    assert_eq!(v.last().unwrap()["outcome"], "complete");
+    // Nothing for a person on standard output: the plan's text is not there.
+    assert!(!out(&o).contains("Apply complete"), "{}", out(&o));
+    assert!(err(&o).contains("Apply complete"), "{}", err(&o));
+
+    // No changes, and an error before any step: still an outcome line last.
+    let o = c.run(&["apply", "config", "-o", "json", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(lines(&o).last().unwrap()["outcome"], "no-changes");
+    let o = c.run(&["apply", "config", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = lines(&o);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0]["outcome"], "error");
+    assert!(
+        v[0]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("cannot ask for confirmation"),
+        "{v:#?}"
+    );
+}
+
 #[test]
 fn plan_json_is_versioned_with_terraform_actions() {
     let c = Cli::new();
