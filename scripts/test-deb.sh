@@ -5,7 +5,8 @@
 #
 #   sudo bash scripts/test-deb.sh target/debian/poolwright_0.1.0-1_amd64.deb
 #
-# As root: purges any earlier install, `dpkg -i DEB`, then checks the binary
+# As root, on a machine without poolwright installed (it refuses otherwise:
+# the purge at the end would delete that install's state): `dpkg -i DEB`, then checks the binary
 # (`poolwright version`, stripped, its debug info in the -dbgsym.ddeb beside
 # DEB), the man pages, the completions, the docs, the systemd unit (ExecStart,
 # installed but neither enabled nor started, `systemd-analyze verify`), the
@@ -82,12 +83,12 @@ login_def() { # KEY DEFAULT
 # slim images exclude /usr/share/man and /usr/share/doc) cannot pass.
 excludes=$(cat /etc/dpkg/dpkg.cfg /etc/dpkg/dpkg.cfg.d/* 2>/dev/null | grep -E '^path-exclude' || true)
 
-# --- Before: no earlier install, and what exists that the package would touch.
-if [ "$(status)" != not-installed ]; then
-  check "an earlier install is purged" dpkg_run --purge poolwright
-else
-  ok "no earlier install"
-fi
+# --- Before: no earlier install (its state would be purged with it), and
+# what exists that the package would touch.
+case "$(status)" in
+  not-installed) ok "no earlier install" ;;
+  *) fatal "no earlier install" "poolwright is $(status) on this machine: this test would replace it and purge /var/lib/poolwright; run it on a machine without poolwright, or 'dpkg --purge poolwright' first if that state is not wanted" ;;
+esac
 getent passwd poolwright >/dev/null && user_before=1 || user_before=0
 getent group poolwright >/dev/null && group_before=1 || group_before=0
 [ -e /etc/poolwright ] && etc_before=1 || etc_before=0

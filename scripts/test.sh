@@ -130,7 +130,8 @@ fi
 # The package test installs with dpkg: root, or a sudo that needs no password.
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then
-  sudo -n true 2>/dev/null \
+  # -k: sudo's cached credentials could expire during the cargo tests.
+  sudo -n -k true 2>/dev/null \
     || { echo "scripts/test.sh: the package test installs a .deb with dpkg and needs root or a passwordless sudo" >&2; exit 1; }
   as_root=(sudo -n)
 fi
@@ -150,9 +151,16 @@ echo "== the Debian package (scripts/package-deb.sh, then scripts/test-deb.sh as
 deb_status=0
 if deb=$(bash scripts/package-deb.sh --profile dev --no-build); then
   set +e
-  "${as_root[@]}" bash scripts/test-deb.sh "$deb" 2>&1 | tee -a "$log"
+  "${as_root[@]}" bash scripts/test-deb.sh "$deb" 2>&1 | tee "$log.deb"
   deb_status=${PIPESTATUS[0]}
   set -e
+  cat "$log.deb" >>"$log"
+  # test-deb.sh always ends with its count; without one it did not run.
+  if ! grep -qE '^deb: [0-9]+ passed, [0-9]+ failed' "$log.deb"; then
+    echo "deb: 0 passed, 1 failed (scripts/test-deb.sh did not run: exit status $deb_status)" | tee -a "$log"
+    [ "$deb_status" -ne 0 ] || deb_status=1
+  fi
+  rm -f "$log.deb"
 else
   echo "deb: 0 passed, 1 failed (scripts/package-deb.sh could not build the package)" | tee -a "$log"
   deb_status=1

@@ -122,12 +122,7 @@ impl World {
     }
 
     fn events(&self) -> Vec<Value> {
-        let path = self.dir.path().join("events.jsonl");
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        support::jsonl::read(&self.dir.path().join("events.jsonl"))
     }
 
     fn count(&self, event: &str) -> usize {

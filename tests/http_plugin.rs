@@ -130,11 +130,7 @@ impl World {
     }
 
     fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        support::jsonl::read(&self.dir.path().join("events.jsonl"))
     }
 
     /// The template hash poolwright gives AMI number `ami` (what the plug-in
@@ -785,10 +781,7 @@ impl TlsPlugin {
 
     /// What it logged so far, one record per request or refused handshake.
     fn records(&self) -> Vec<Value> {
-        self.log_text()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        support::jsonl::read(&self.log)
     }
 
     /// The records after the first `from`, once one of them matches `want`

@@ -492,11 +492,16 @@ pub fn normalize_args(
         "-input",
         "-no-color",
     ];
+    // After `--` every argument is a value (a directory named `-json`).
+    let mut values = false;
     args.into_iter()
         .map(|a| {
             let text = a.to_string_lossy();
             let name = text.split('=').next().unwrap_or_default();
-            if TERRAFORM_STYLE.contains(&name) {
+            if values || text == "--" {
+                values = true;
+                a
+            } else if TERRAFORM_STYLE.contains(&name) {
                 format!("-{text}").into()
             } else if text == "-json" {
                 "--output=json".into()
@@ -598,7 +603,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 allow_unreachable,
                 events.as_deref(),
                 reason,
-                report,
+                report.clone(),
             );
             // A program reading the JSON lines always gets the outcome last.
             if let Err(e) = &done

@@ -50,6 +50,14 @@ impl View {
         }
     }
 
+    /// The bars, for lines printed above them.
+    pub fn bars(&self) -> Option<Bars> {
+        match self {
+            View::Terminal(bars) => Some(bars.clone()),
+            View::Log(_) => None,
+        }
+    }
+
     /// The run's end: bars stop where they stand, so what is printed next
     /// lands under them. The log's heartbeat ends when it is dropped.
     pub fn finish(&self) {
@@ -63,6 +71,8 @@ impl View {
 /// under them each pool keeps one bar (done of desired) whose message says
 /// how far it is and what it waits for. The spinner turns while a roll
 /// waits (a canary's minReady, a bake, a drain), so a wait never looks hung.
+/// Clones share the bars.
+#[derive(Clone)]
 pub struct Bars {
     multi: MultiProgress,
     bars: Arc<Mutex<BTreeMap<String, ProgressBar>>>,
@@ -132,6 +142,12 @@ impl Bars {
         let _ = self.multi.println(line);
     }
 
+    /// Run `print` with the bars out of the way (they are drawn again under
+    /// what it printed).
+    pub fn suspend(&self, print: impl FnOnce()) {
+        self.multi.suspend(print);
+    }
+
     /// Every bar stops turning and stays as it stood (an interrupted or
     /// failed apply's too), not erased.
     pub fn stop(&self) {
@@ -143,9 +159,9 @@ impl Bars {
     }
 }
 
-impl Drop for Bars {
+impl Drop for View {
     fn drop(&mut self) {
-        self.stop();
+        self.finish();
     }
 }
 

@@ -64,18 +64,48 @@ pub(super) struct Staged<'a> {
     pub opts: PlanOptions,
     pub revision: Option<String>,
     pub report: Report,
+    /// The pools that wait for a human, which apply does not act on: the
+    /// outcome is not "complete" while there are any.
+    pub waiting: &'a [String],
 }
 
 impl Staged<'_> {
     /// Run until every change is complete (`Ok(OK)`), one halts or is
     /// paused (`FAILED`), or the operator interrupts (`FAILED`).
     pub fn drive(&self, first: Plan) -> anyhow::Result<u8> {
-        self.rt.block_on(self.run(first))
+        let mut total = ApplyOutcome::default();
+        match self.rt.block_on(self.run(first, &mut total)) {
+            Ok(code) => Ok(code),
+            // Between steps (a journal, a plan, a gate's reader): what ran
+            // is counted, and the outcome says stopped, not "nothing changed".
+            Err(e) => {
+                let e = format!("{e:#}");
+                self.report.error(&e);
+                let errors: Vec<String> = total.errors.iter().cloned().chain([e]).collect();
+                self.end(
+                    Outcome::Stopped,
+                    total.steps_done,
+                    &errors,
+                    &format!("\nApply stopped: {} step(s) done.", total.steps_done),
+                );
+                Ok(exit::FAILED)
+            }
+        }
+    }
+
+    /// The outcome line, with the pools that wait for a human in it.
+    fn end(&self, outcome: Outcome, steps_done: usize, errors: &[String], text: &str) {
+        let errors: Vec<String> = errors.iter().chain(self.waiting).cloned().collect();
+        let outcome = match outcome {
+            Outcome::Complete if !self.waiting.is_empty() => Outcome::Stopped,
+            o => o,
+        };
+        self.report.outcome(outcome, steps_done, &errors, text);
     }
 
     /// Pipelined, as the daemon is: a pool's work starts as soon as it may,
     /// and a slot a pool frees is taken at once, not at the end of a round.
-    async fn run(&self, first: Plan) -> anyhow::Result<u8> {
+    async fn run(&self, first: Plan, total: &mut ApplyOutcome) -> anyhow::Result<u8> {
         let config = self.ctx.config;
         let mut driver = FleetDriver::new(FleetJournal::new(self.state.fleet_dir()));
         let revision = self.revision.clone();
@@ -86,7 +116,6 @@ impl Staged<'_> {
         });
         let gates = GateReader::new();
         let mut plan = first;
-        let mut total = ApplyOutcome::default();
         let mut last_waiting = String::new();
         // The work in flight: each pool's steps (a roll, or the other steps
         // of a pool), with its own stop, so a halt stops the rolls of the
@@ -184,7 +213,7 @@ impl Staged<'_> {
             }
             if work.running.is_empty() && work.ended.is_empty() {
                 if self.ctx.stop.is_requested() {
-                    self.report.outcome(
+                    self.end(
                         Outcome::Interrupted,
                         total.steps_done,
                         &total.errors,
@@ -197,10 +226,10 @@ impl Staged<'_> {
                 }
                 if !halted.is_empty() {
                     for h in &halted {
-                        eprintln!("error: {h}");
+                        self.report.error(h);
                     }
                     let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
-                    self.report.outcome(
+                    self.end(
                         Outcome::Stopped,
                         total.steps_done,
                         &errors,
@@ -213,7 +242,7 @@ impl Staged<'_> {
                 }
                 if !moving && !started {
                     if !total.errors.is_empty() {
-                        self.report.outcome(
+                        self.end(
                             Outcome::Stopped,
                             total.steps_done,
                             &total.errors,
@@ -225,7 +254,7 @@ impl Staged<'_> {
                         );
                         return Ok(exit::FAILED);
                     }
-                    self.report.outcome(
+                    self.end(
                         Outcome::Complete,
                         total.steps_done,
                         &[],
@@ -280,7 +309,7 @@ impl Staged<'_> {
             // Whatever ended meanwhile.
             for (pool, out) in work.ended.drain(..) {
                 busy.remove(&pool);
-                self.finished(&mut total, out);
+                self.finished(total, out);
             }
             plan = work.meanwhile(self.replan(&driver)).await?;
         }
@@ -289,7 +318,7 @@ impl Staged<'_> {
     fn finished(&self, total: &mut ApplyOutcome, out: ApplyOutcome) {
         total.steps_done += out.steps_done;
         for e in &out.errors {
-            eprintln!("error: {e}");
+            self.report.error(e);
         }
         total.failed |= out.failed;
         total.errors.extend(out.errors);

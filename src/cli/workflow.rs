@@ -277,6 +277,15 @@ pub(super) fn apply(
     // Held from before observing until the end, so nothing else acts in between.
     let _lock = StateLock::acquire(&state.root, "poolwright apply")?;
     let Some(config) = load(&dir) else {
+        report.outcome(
+            Outcome::Error,
+            0,
+            &[format!(
+                "{}: the desired state is invalid (the errors are above); nothing was changed",
+                dir.display()
+            )],
+            "",
+        );
         return Ok(exit::FAILED);
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -353,6 +362,7 @@ pub(super) fn apply(
     // On a terminal, a live bar per pool; in a CI log, timestamped lines and
     // a heartbeat every 30 s.
     let view = super::progress_log::View::for_stderr(!report.is_json());
+    let report = report.over(view.bars());
     sink = sink.observed_by(view.observer());
     if let Some(print) = report.event_observer() {
         sink = sink.observed_by(print);
@@ -375,15 +385,16 @@ pub(super) fn apply(
         let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
         let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
         let stop = stop.clone();
+        let report = report.clone();
         rt.spawn(async move {
             let what = tokio::select! {
                 _ = int.recv() => "Interrupted",
                 _ = term.recv() => "Terminated (SIGTERM)",
             };
-            eprintln!(
+            report.note(&format!(
                 "\n{what}: stopping at the next safe point (steps in flight finish); \
                  a second signal exits at once (the journal resumes either way)..."
-            );
+            ));
             stop.request();
             // A safe point may be minutes away (a drain): a second signal
             // leaves now, as a crash would; every intent is journaled first.
@@ -391,7 +402,8 @@ pub(super) fn apply(
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
-            eprintln!("Second signal: exiting now; the next apply resumes from the journal.");
+            report
+                .abandoned("Second signal: exiting now; the next apply resumes from the journal.");
             std::process::exit(130);
         });
     }
@@ -418,7 +430,8 @@ pub(super) fn apply(
                 ..options(&common, clock.as_ref())
             },
             revision,
-            report,
+            report: report.clone(),
+            waiting: &waiting,
         }
         .drive(plan);
         view.finish();
@@ -427,10 +440,10 @@ pub(super) fn apply(
         for w in &waiting {
             eprintln!("error: {w}");
         }
+        // The outcome line (the waiting pools in it) was the driver's.
         return Ok(if waiting.is_empty() {
             code
         } else {
-            report.outcome(Outcome::Stopped, 0, &waiting, "");
             exit::FAILED
         });
     }

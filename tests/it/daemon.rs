@@ -31,11 +31,7 @@ fn setup(image: &str) -> tempfile::TempDir {
 }
 
 fn events(root: &Path) -> Vec<Value> {
-    std::fs::read_to_string(root.join("state/events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    crate::support::jsonl::read(&root.join("state/events.jsonl"))
 }
 
 /// The simulator's own record of the calls it received.

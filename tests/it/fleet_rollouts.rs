@@ -62,15 +62,9 @@ fn ts(e: &Value) -> Timestamp {
 
 /// The simulator's audit: each mutating call, as `Name(pool, ...)`.
 fn audit(root: &Path) -> Vec<String> {
-    std::fs::read_to_string(root.join("state/sim/sim.audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["call"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+    crate::support::jsonl::read(&root.join("state/sim/sim.audit.jsonl"))
+        .iter()
+        .map(|v| v["call"].as_str().unwrap().to_string())
         .collect()
 }
 
@@ -586,6 +580,26 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
     assert!(
         !text.contains("stage early started"),
         "nothing after the canary: {text}"
+    );
+    // The halted change, as a program reads it: JSON lines only, and one
+    // outcome, last, that says stopped and why.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["apply", "config", "--auto-approve", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let outcomes: Vec<&Value> = lines.iter().filter(|l| l["type"] == "outcome").collect();
+    assert_eq!(outcomes.len(), 1, "{lines:#?}");
+    assert_eq!(lines.last(), Some(outcomes[0]));
+    assert_eq!(outcomes[0]["outcome"], "stopped");
+    assert!(
+        outcomes[0]["errors"].to_string().contains("halted"),
+        "{lines:#?}"
     );
     let resume = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
         .current_dir(root)

@@ -296,6 +296,19 @@ fn apply_json_streams_the_plan_each_event_and_the_outcome_last() {
     let o = c.run(&["apply", "config", "-o", "json", "--auto-approve"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(lines(&o).last().unwrap()["outcome"], "no-changes");
+    c.write("config/broken.yaml", "kind: NodePool\nspec: [\n");
+    let o = c.run(&["apply", "config", "-o", "json", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = lines(&o);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0]["type"], "outcome");
+    assert_eq!(v[0]["outcome"], "error");
+    assert!(
+        v[0]["errors"][0].as_str().unwrap().contains("invalid"),
+        "{v:#?}"
+    );
+    assert!(err(&o).contains("broken.yaml:"), "{}", err(&o));
+    std::fs::remove_file(c.path("config/broken.yaml")).unwrap();
     let o = c.run(&["apply", "config", "-o", "json"]);
     assert_eq!(o.status.code(), Some(1));
     let v = lines(&o);

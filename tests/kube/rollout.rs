@@ -138,11 +138,7 @@ impl World {
     }
 
     fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        crate::support::jsonl::read(&self.dir.path().join("events.jsonl"))
     }
 
     fn count(&self, event: &str) -> usize {

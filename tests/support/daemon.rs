@@ -92,11 +92,7 @@ impl Daemon {
 
     /// Its event log (`STATE/events.jsonl`).
     pub fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.state.join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        super::jsonl::read(&self.state.join("events.jsonl"))
     }
 
     /// SIGKILL: no safe point, no lease release.

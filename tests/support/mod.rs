@@ -7,6 +7,7 @@ pub mod browser;
 pub mod daemon;
 pub mod fault_proxy;
 pub mod git_servers;
+pub mod jsonl;
 pub mod kube;
 pub mod moto;
 pub mod plugin;
