@@ -8,8 +8,20 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse_from(normalize_args(std::env::args_os())) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(normalize_args(args.clone())) {
         Ok(cli) => cli,
+        // `-json` became `--output=json`: where a command has no output
+        // format, clap would name a flag the user never typed.
+        Err(e) if json_refused(&e, &args) => {
+            eprintln!(
+                "error: -json: `poolwright {}` has no JSON output (validate, plan, apply, \
+                 forecast, status, fleet, rollout status, plugin check, doctor and \
+                 version have it)",
+                subcommand(&args)
+            );
+            return ExitCode::from(exit::FAILED);
+        }
         // --help and --version print and succeed; a usage error prints
         // clap's message and exits 1, never 2 (`plan --detailed-exitcode`'s
         // "changes present").
@@ -29,6 +41,40 @@ fn main() -> ExitCode {
             eprintln!("poolwright: error: {e:#}");
             ExitCode::from(exit::FAILED)
         }
+    }
+}
+
+/// Whether `e` refuses the `--output` that a typed `-json` became.
+fn json_refused(e: &clap::Error, args: &[std::ffi::OsString]) -> bool {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let typed = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-json");
+    typed
+        && e.kind() == ErrorKind::UnknownArgument
+        && matches!(
+            e.get(ContextKind::InvalidArg),
+            Some(ContextValue::String(a)) if a.starts_with("--output")
+        )
+}
+
+/// The command words the user typed (`rollout pause`, `init`).
+fn subcommand(args: &[std::ffi::OsString]) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| !a.starts_with('-'))
+        .take(2)
+        .collect();
+    match words.as_slice() {
+        [group, sub] if ["rollout", "fleet", "plugin"].contains(&group.as_str()) => {
+            format!("{group} {sub}")
+        }
+        [first, ..] => first.clone(),
+        [] => String::new(),
     }
 }
 

@@ -78,11 +78,11 @@ pub enum Command {
     ///
     /// Exit status: 0 when valid, 1 when any error was found.
     #[command(
-        after_help = "Examples:\n  poolwright validate pools/\n  poolwright validate pools/web.yaml pools/api.yaml   # changed files, the rest of pools/ as context\n  poolwright validate pools/ -o json"
+        after_help = "Examples:\n  poolwright validate pools/\n  poolwright validate --dir . pools/web.yaml pools/api.yaml   # changed files, the rest of . as context\n  poolwright validate pools/ -o json"
     )]
     Validate {
         /// A directory (searched recursively for *.yaml and *.yml), or files:
-        /// each is checked with the rest of its directory (--dir) as context
+        /// checked as one set, or with --dir in the context of that directory
         #[arg(default_value = ".", value_name = "DIR|FILE")]
         paths: Vec<PathBuf>,
         /// With files: the desired-state directory they belong to, loaded as
@@ -304,8 +304,10 @@ pub enum Command {
     /// A change across pools (FleetRollout): where it is, or pause or resume it
     ///
     /// Through the daemon running on the state directory: status from its
-    /// /v1/fleet, pause and resume through its control socket. Exit status of
-    /// status: 1 when a change shown is halted.
+    /// /v1/fleet (or --url), pause and resume through its control socket.
+    /// With no daemon, status is an error (exit 1) and pause and resume edit
+    /// the change's journal under the state lock. Exit status of status: 1
+    /// when a change shown is halted.
     #[command(
         after_help = "Examples:\n  poolwright fleet status\n  poolwright fleet pause rings --reason \"INC-4711\"\n  poolwright fleet resume rings --reason \"image fixed\""
     )]
@@ -370,7 +372,7 @@ pub enum Command {
     /// daemon's user (sudo -u poolwright poolwright doctor ...). Exit status:
     /// 0 when nothing failed (warnings may be printed), 1 otherwise.
     #[command(
-        after_help = "Examples:\n  sudo -u poolwright poolwright doctor /srv/poolwright/config --state-dir /var/lib/poolwright --control-group poolwright-ops\n  poolwright doctor examples/ -o json"
+        after_help = "Examples:\n  poolwright doctor examples/ -o json\n  sudo -u poolwright poolwright doctor /srv/poolwright/config \\\n      --state-dir /var/lib/poolwright --control-group poolwright-ops"
     )]
     Doctor {
         /// Desired-state directory
@@ -771,15 +773,30 @@ fn validate_paths(
         Some(dir) => validate_in(paths, dir, output, limits),
         // The files alone, as one set (a NodePool whose Provider is in
         // another file needs --dir).
-        None => validate_report(
-            &crate::desired_dir::load_files(paths, limits),
-            &paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            output,
-        ),
+        None => {
+            let report = crate::desired_dir::load_files(paths, limits);
+            let code = validate_report(
+                &report,
+                &paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                output,
+            )?;
+            // A reference to a document in another file is the usual
+            // reason files alone fail: say how to give them their context.
+            if output == Output::Text
+                && report
+                    .errors()
+                    .any(|d| d.message.contains("does not name a"))
+            {
+                eprintln!(
+                    "hint: the files were checked alone; `poolwright validate --dir DIR FILE...` checks them with the rest of their desired-state directory"
+                );
+            }
+            Ok(code)
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use super::exit;
 use crate::daemon::client::Client;
 use crate::reconcile::control;
 use crate::rollout::control::{describe, describe_mark};
-use crate::rollout::{Mark, RolloutState, Status};
+use crate::rollout::{RolloutState, Status};
 use crate::store::{Activity, Journal, StateDir, StateLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,12 +257,7 @@ impl Standing {
                 r.settings.min_ready
             ));
         }
-        let draining = r
-            .marks
-            .values()
-            .filter(|m| matches!(m, Mark::Draining { .. } | Mark::Terminating { .. }))
-            .count();
-        (draining > 0).then(|| format!("{draining} old node(s) draining or terminating"))
+        crate::rollout::phase::old_leaving(r)
     }
 
     fn text(&self, pool: &str, now: jiff::Timestamp) -> String {

@@ -125,194 +125,215 @@ impl Staged<'_> {
             ended: Vec::new(),
         };
         let mut busy: BTreeMap<String, Stop> = BTreeMap::new();
-        loop {
-            let now = self.clock.now();
-            if !self.ctx.stop.is_requested() {
-                // What each governed pool's plan says, and which rolls ask to start.
-                let journals = work.meanwhile(self.ctx.journal.all()).await?;
-                for p in plan.pools.iter().filter(|p| !busy.contains_key(&p.pool)) {
-                    if driver.governs(&p.pool).is_none() {
-                        continue;
-                    }
-                    let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
-                    driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
-                    if p.steps
-                        .iter()
-                        .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
-                        && let Some(from) = journal
-                            .filter(|j| !j.status.is_terminal())
-                            .and_then(|j| j.previous.clone())
-                            .or(work.meanwhile(self.observed_template(&p.pool)).await)
-                    {
-                        driver.request_admission(&p.pool, from);
-                    }
-                }
-            }
-            let stepped = work.meanwhile(driver.step(now)).await;
-            self.report(&stepped);
-            if let Some(e) = stepped.errors.first() {
-                anyhow::bail!("{e}; nothing more is started");
-            }
-            for pool in &stepped.stop {
-                if let Some(stop) = busy.get(pool) {
-                    stop.request();
-                }
-            }
-            let admitted: BTreeSet<&str> = stepped.admitted.iter().map(String::as_str).collect();
-            // Start what may start: a governed pool's roll once admitted,
-            // every other step at once.
-            let mut started = false;
-            if !self.ctx.stop.is_requested() {
-                let ready: Vec<&plan::PoolPlan> = plan
-                    .pools
-                    .iter()
-                    .filter(|p| p.has_changes() && !busy.contains_key(&p.pool))
-                    .collect();
-                for p in ready {
-                    let governed_roll = driver.governs(&p.pool).is_some()
-                        && p.steps
-                            .iter()
-                            .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
-                    let mut steps = p.clone();
-                    if governed_roll && !admitted.contains(p.pool.as_str()) {
-                        steps.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-                        if !steps.has_changes() {
+        // The loop, as a block of its own so that an error leaving it
+        // still finds the work in flight (below).
+        let result: anyhow::Result<u8> = async {
+            loop {
+                let now = self.clock.now();
+                if !self.ctx.stop.is_requested() {
+                    // What each governed pool's plan says, and which rolls ask to start.
+                    let journals = work.meanwhile(self.ctx.journal.all()).await?;
+                    for p in plan.pools.iter().filter(|p| !busy.contains_key(&p.pool)) {
+                        if driver.governs(&p.pool).is_none() {
                             continue;
                         }
+                        let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
+                        driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
+                        if p.steps
+                            .iter()
+                            .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
+                            && let Some(from) = journal
+                                .filter(|j| !j.status.is_terminal())
+                                .and_then(|j| j.previous.clone())
+                                .or(work.meanwhile(self.observed_template(&p.pool)).await)
+                        {
+                            driver.request_admission(&p.pool, from);
+                        }
                     }
-                    let stop = Stop::new();
-                    busy.insert(p.pool.clone(), stop.clone());
-                    let base = *self.ctx;
-                    work.running.push(async move {
-                        let ctx = ApplyContext {
-                            stop: &stop,
-                            ..base
-                        };
-                        let out = apply_pool(&steps, &ctx).await;
-                        (steps.pool, out)
-                    });
-                    started = true;
                 }
-            }
-            // Where the changes stand.
-            let status = driver.status(self.clock.now());
-            let mut halted = Vec::new();
-            let mut moving = false;
-            for f in &status {
-                match f.change.as_ref().map(|c| &c.status) {
-                    Some(ChangeStatus::Halted { reason, .. }) => {
-                        halted.push(format!("fleet rollout {}: halted: {reason}", f.name))
+                let stepped = work.meanwhile(driver.step(now)).await;
+                self.report(&stepped);
+                if let Some(e) = stepped.errors.first() {
+                    anyhow::bail!("{e}; nothing more is started");
+                }
+                for pool in &stepped.stop {
+                    if let Some(stop) = busy.get(pool) {
+                        stop.request();
                     }
-                    Some(ChangeStatus::Paused { by, reason, .. }) => halted.push(format!(
-                        "fleet rollout {}: paused by {by}: {reason}",
-                        f.name
-                    )),
-                    Some(ChangeStatus::Running) | None => moving = true,
-                    Some(ChangeStatus::Completed { .. }) => {}
                 }
-            }
-            if work.running.is_empty() && work.ended.is_empty() {
-                if self.ctx.stop.is_requested() {
-                    self.end(
-                        Outcome::Interrupted,
-                        total.steps_done,
-                        &total.errors,
-                        &format!(
-                            "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
-                            total.steps_done
-                        ),
-                    );
-                    return Ok(exit::FAILED);
-                }
-                if !halted.is_empty() {
-                    for h in &halted {
-                        self.report.error(h);
+                let admitted: BTreeSet<&str> = stepped.admitted.iter().map(String::as_str).collect();
+                // Start what may start: a governed pool's roll once admitted,
+                // every other step at once.
+                let mut started = false;
+                if !self.ctx.stop.is_requested() {
+                    let ready: Vec<&plan::PoolPlan> = plan
+                        .pools
+                        .iter()
+                        .filter(|p| p.has_changes() && !busy.contains_key(&p.pool))
+                        .collect();
+                    for p in ready {
+                        let governed_roll = driver.governs(&p.pool).is_some()
+                            && p.steps
+                                .iter()
+                                .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
+                        let mut steps = p.clone();
+                        if governed_roll && !admitted.contains(p.pool.as_str()) {
+                            steps.steps.retain(|s| !matches!(s, Step::Roll { .. }));
+                            if !steps.has_changes() {
+                                continue;
+                            }
+                        }
+                        let stop = Stop::new();
+                        busy.insert(p.pool.clone(), stop.clone());
+                        let base = *self.ctx;
+                        work.running.push(async move {
+                            let ctx = ApplyContext {
+                                stop: &stop,
+                                ..base
+                            };
+                            let out = apply_pool(&steps, &ctx).await;
+                            (steps.pool, out)
+                        });
+                        started = true;
                     }
-                    let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
-                    self.end(
-                        Outcome::Stopped,
-                        total.steps_done,
-                        &errors,
-                        &format!(
-                            "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
-                            total.steps_done
-                        ),
-                    );
-                    return Ok(exit::FAILED);
                 }
-                if !moving && !started {
-                    if !total.errors.is_empty() {
+                // Where the changes stand.
+                let status = driver.status(self.clock.now());
+                let mut halted = Vec::new();
+                let mut moving = false;
+                for f in &status {
+                    match f.change.as_ref().map(|c| &c.status) {
+                        Some(ChangeStatus::Halted { reason, .. }) => {
+                            halted.push(format!("fleet rollout {}: halted: {reason}", f.name))
+                        }
+                        Some(ChangeStatus::Paused { by, reason, .. }) => halted.push(format!(
+                            "fleet rollout {}: paused by {by}: {reason}",
+                            f.name
+                        )),
+                        Some(ChangeStatus::Running) | None => moving = true,
+                        Some(ChangeStatus::Completed { .. }) => {}
+                    }
+                }
+                if work.running.is_empty() && work.ended.is_empty() {
+                    if self.ctx.stop.is_requested() {
                         self.end(
-                            Outcome::Stopped,
+                            Outcome::Interrupted,
                             total.steps_done,
                             &total.errors,
                             &format!(
-                                "\nApply stopped: {} step(s) done, {} error(s) (see above).",
-                                total.steps_done,
-                                total.errors.len()
+                                "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
+                                total.steps_done
                             ),
                         );
                         return Ok(exit::FAILED);
                     }
-                    self.end(
-                        Outcome::Complete,
-                        total.steps_done,
-                        &[],
-                        &format!(
-                            "\nApply complete: {} step(s) done; every change across pools is complete.",
-                            total.steps_done
-                        ),
-                    );
-                    return Ok(exit::OK);
-                }
-            }
-            if !started && stepped.wake.is_empty() && work.ended.is_empty() {
-                let waiting: Vec<String> = status
-                    .iter()
-                    .filter_map(|f| {
-                        f.waiting
-                            .as_ref()
-                            .map(|w| format!("fleet rollout {}: {w}", f.name))
-                    })
-                    .collect();
-                let line = waiting.join("; ");
-                if !line.is_empty() && line != last_waiting {
-                    self.report.line(&format!("waiting: {line}"));
-                    last_waiting = line;
-                }
-                // Until a pool's work ends, something falls due, or Ctrl-C;
-                // the gates due are read first.
-                for (fleet, gate) in driver.due_gates(self.clock.now()) {
-                    let outcome = work.meanwhile(gates.read(&gate)).await;
-                    driver.reading(&fleet, &gate.name, outcome);
-                }
-                let due = driver
-                    .next_due()
-                    .map(|t| {
-                        Duration::try_from(t.duration_since(self.clock.now())).unwrap_or_default()
-                    })
-                    .unwrap_or(MAX_WAIT)
-                    .clamp(Duration::from_millis(100), MAX_WAIT);
-                let stop = self.ctx.stop.clone();
-                tokio::select! {
-                    Some(done) = work.running.next(), if !work.running.is_empty() => {
-                        work.ended.push(done);
+                    if !halted.is_empty() {
+                        for h in &halted {
+                            self.report.error(h);
+                        }
+                        let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
+                        self.end(
+                            Outcome::Stopped,
+                            total.steps_done,
+                            &errors,
+                            &format!(
+                                "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
+                                total.steps_done
+                            ),
+                        );
+                        return Ok(exit::FAILED);
                     }
-                    _ = tokio::time::sleep(due) => {}
-                    _ = stop.requested(), if !stop.is_requested() => {
-                        for s in busy.values() {
-                            s.request();
+                    if !moving && !started {
+                        if !total.errors.is_empty() {
+                            self.end(
+                                Outcome::Stopped,
+                                total.steps_done,
+                                &total.errors,
+                                &format!(
+                                    "\nApply stopped: {} step(s) done, {} error(s) (see above).",
+                                    total.steps_done,
+                                    total.errors.len()
+                                ),
+                            );
+                            return Ok(exit::FAILED);
+                        }
+                        self.end(
+                            Outcome::Complete,
+                            total.steps_done,
+                            &[],
+                            &format!(
+                                "\nApply complete: {} step(s) done; every change across pools is complete.",
+                                total.steps_done
+                            ),
+                        );
+                        return Ok(exit::OK);
+                    }
+                }
+                if !started && stepped.wake.is_empty() && work.ended.is_empty() {
+                    let waiting: Vec<String> = status
+                        .iter()
+                        .filter_map(|f| {
+                            f.waiting
+                                .as_ref()
+                                .map(|w| format!("fleet rollout {}: {w}", f.name))
+                        })
+                        .collect();
+                    let line = waiting.join("; ");
+                    if !line.is_empty() && line != last_waiting {
+                        self.report.line(&format!("waiting: {line}"));
+                        last_waiting = line;
+                    }
+                    // Until a pool's work ends, something falls due, or Ctrl-C;
+                    // the gates due are read first.
+                    for (fleet, gate) in driver.due_gates(self.clock.now()) {
+                        let outcome = work.meanwhile(gates.read(&gate)).await;
+                        driver.reading(&fleet, &gate.name, outcome);
+                    }
+                    let due = driver
+                        .next_due()
+                        .map(|t| {
+                            Duration::try_from(t.duration_since(self.clock.now())).unwrap_or_default()
+                        })
+                        .unwrap_or(MAX_WAIT)
+                        .clamp(Duration::from_millis(100), MAX_WAIT);
+                    let stop = self.ctx.stop.clone();
+                    tokio::select! {
+                        Some(done) = work.running.next(), if !work.running.is_empty() => {
+                            work.ended.push(done);
+                        }
+                        _ = tokio::time::sleep(due) => {}
+                        _ = stop.requested(), if !stop.is_requested() => {
+                            for s in busy.values() {
+                                s.request();
+                            }
                         }
                     }
                 }
+                // Whatever ended meanwhile.
+                for (pool, out) in work.ended.drain(..) {
+                    busy.remove(&pool);
+                    self.finished(total, out);
+                }
+                plan = work.meanwhile(self.replan(&driver)).await?;
             }
-            // Whatever ended meanwhile.
-            for (pool, out) in work.ended.drain(..) {
-                busy.remove(&pool);
+        }
+        .await;
+        if result.is_err() {
+            // Dropping the work would cut each roll off mid-call, its
+            // finished steps uncounted: the rolls stop at their next safe
+            // point instead (the journal resumes them), and what ended is
+            // counted.
+            for stop in busy.values() {
+                stop.request();
+            }
+            for (_, out) in work.ended.drain(..) {
                 self.finished(total, out);
             }
-            plan = work.meanwhile(self.replan(&driver)).await?;
+            while let Some((_, out)) = work.running.next().await {
+                self.finished(total, out);
+            }
         }
+        result
     }
 
     fn finished(&self, total: &mut ApplyOutcome, out: ApplyOutcome) {

@@ -82,17 +82,34 @@ pub fn phase_of<'a>(
         };
         return phase(PhaseKind::Canary, text, until);
     }
-    let draining = s
-        .marks
-        .values()
-        .filter(|m| matches!(m, Mark::Draining { .. }))
-        .count();
-    let text = if draining > 0 {
-        format!("rolling: {draining} old node(s) draining")
-    } else {
-        "rolling".to_string()
+    let text = match old_leaving(s) {
+        Some(leaving) => format!("rolling: {leaving}"),
+        None => "rolling".to_string(),
     };
     phase(PhaseKind::Rolling, text, None)
+}
+
+/// The old nodes the roll still waits on, draining or terminating (a node
+/// being terminated is as much "not done" as one draining): `None` when
+/// there are none.
+pub fn old_leaving(s: &RolloutState) -> Option<String> {
+    let (mut draining, mut terminating) = (0, 0);
+    for m in s.marks.values() {
+        match m {
+            Mark::Draining { .. } => draining += 1,
+            Mark::Terminating { .. } => terminating += 1,
+            _ => {}
+        }
+    }
+    match (draining, terminating) {
+        (0, 0) => None,
+        (d, 0) => Some(format!("{d} old node(s) draining")),
+        (0, t) => Some(format!("{t} old node(s) terminating")),
+        (d, t) => Some(format!(
+            "{} old node(s) leaving: {d} draining, {t} terminating",
+            d + t
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +153,33 @@ mod tests {
             reason: "by alice: looking".into(),
         };
         assert_eq!(phase_of(&s, [], at(5)).kind, PhaseKind::Paused);
+    }
+
+    #[test]
+    fn the_rolling_headline_counts_old_nodes_draining_and_terminating() {
+        let mut s = fixtures::state(6, 2, 0);
+        assert_eq!(phase_of(&s, [], at(0)).text, "rolling");
+        s.marks.insert(
+            "web-1".into(),
+            Mark::Draining {
+                since: at(0),
+                blocked: None,
+            },
+        );
+        assert_eq!(
+            phase_of(&s, [], at(1)).text,
+            "rolling: 1 old node(s) draining"
+        );
+        s.marks
+            .insert("web-2".into(), Mark::Terminating { at: at(1) });
+        assert_eq!(
+            phase_of(&s, [], at(2)).text,
+            "rolling: 2 old node(s) leaving: 1 draining, 1 terminating"
+        );
+        s.marks.remove("web-1");
+        assert_eq!(
+            phase_of(&s, [], at(2)).text,
+            "rolling: 1 old node(s) terminating"
+        );
     }
 }

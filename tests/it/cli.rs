@@ -32,7 +32,9 @@ fn validate_exits_1_and_prints_every_error_with_its_location() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 5, "{stderr}");
+    // Four errors, the verdict, and (one error is a providerRef the file
+    // alone cannot resolve) the hint that `--dir` gives it its context.
+    assert_eq!(lines.len(), 6, "{stderr}");
     assert_eq!(
         lines[0],
         "tests/invalid/several-errors-in-one-file.yaml:12:9: error: size must not be negative, got -1"
@@ -40,6 +42,10 @@ fn validate_exits_1_and_prints_every_error_with_its_location() {
     assert_eq!(
         lines[4],
         "tests/invalid/several-errors-in-one-file.yaml is invalid: 4 error(s); nothing was changed"
+    );
+    assert!(
+        lines[5].starts_with("hint: the files were checked alone;"),
+        "{stderr}"
     );
     assert!(out.stdout.is_empty());
 }

@@ -617,3 +617,127 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
     .unwrap();
     assert_eq!(journal["change"]["status"]["state"], "running");
 }
+
+/// An error between steps stops apply, but not by cutting off the rolls in
+/// flight: here the change's journal cannot be written when the small pool
+/// finishes, while the large one still rolls. The large pool stops at its
+/// next safe point and says so, the small pool's finished roll is counted,
+/// and the next apply (the journal writable again) finishes the roll.
+#[test]
+fn an_error_between_steps_stops_the_rolls_in_flight_at_a_safe_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    let rings = "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  maxConcurrentPools: 2\n  stages:\n    - {name: all}\n";
+    let pool = |name: &str, size: u32, image: &str| {
+        format!(
+            "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  providerRef: sim\n  size: {size}\n  template: {{image: {image}}}\n  rollout: {{maxSurge: 1, maxUnavailable: 0, health: {{minReady: 0s, startupTimeout: 60s}}}}\n"
+        )
+    };
+    let pools = |image: &str| format!("{}{}", pool("small", 1, image), pool("large", 12, image));
+    write(&config.join("provider.yaml"), &provider(30));
+    write(&config.join("rings.yaml"), rings);
+    let apply = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(root)
+            .args([
+                "apply",
+                "config",
+                "--auto-approve",
+                "-o",
+                "json",
+                "--events",
+                "events.jsonl",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    write(&config.join("pools.yaml"), &pools("img-1"));
+    assert!(apply().wait().unwrap().success());
+
+    write(&config.join("pools.yaml"), &pools("img-2"));
+    let events_file = root.join("events.jsonl");
+    let fleet_dir = root.join(".poolwright/fleet");
+    let before = crate::support::jsonl::read(&events_file).len();
+    let child = apply();
+    // Both rolls started: the change's journal becomes a file, so the
+    // small pool's end cannot be recorded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = crate::support::jsonl::read(&events_file);
+        let started: BTreeSet<&str> = events[before..]
+            .iter()
+            .filter(|e| e["event"] == "rollout_started")
+            .filter_map(|e| e["pool"].as_str())
+            .collect();
+        if started.len() == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both rolls never started: {events:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::rename(&fleet_dir, root.join("fleet.moved")).unwrap();
+    std::fs::write(&fleet_dir, "not a directory\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let outcome = lines.last().unwrap();
+    assert_eq!(outcome["outcome"], "stopped", "{stdout}");
+    assert!(
+        outcome["errors"].to_string().contains("journal"),
+        "{stdout}"
+    );
+    let events = crate::support::jsonl::read(&events_file);
+    let large: Vec<&Value> = events[before..]
+        .iter()
+        .filter(|e| e["pool"] == "large")
+        .collect();
+    assert!(
+        large.iter().any(|e| e["event"] == "rollout_stopped"),
+        "the large pool's roll stopped at a safe point, saying so: {large:#?}"
+    );
+    assert!(
+        !large.iter().any(|e| e["event"] == "rollout_completed"),
+        "the large pool was still rolling when apply stopped: {large:#?}"
+    );
+    // What ended before apply stopped is counted: the small pool's roll.
+    let completed = events[before..]
+        .iter()
+        .filter(|e| e["event"] == "rollout_completed")
+        .count();
+    assert_eq!(
+        outcome["stepsDone"].as_u64(),
+        Some(completed as u64),
+        "{stdout}"
+    );
+
+    std::fs::remove_file(&fleet_dir).unwrap();
+    std::fs::rename(root.join("fleet.moved"), &fleet_dir).unwrap();
+    let out = apply().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = crate::support::jsonl::read(&events_file);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["pool"] == "large" && e["event"] == "rollout_completed"),
+        "the next apply finishes the roll"
+    );
+}
