@@ -1,7 +1,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use poolwright::cli::{Cli, Command, LogFormat, exit, normalize_args, run};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -15,10 +15,9 @@ fn main() -> ExitCode {
         // format, clap would name a flag the user never typed.
         Err(e) if json_refused(&e, &args) => {
             eprintln!(
-                "error: -json: `poolwright {}` has no JSON output (validate, plan, apply, \
-                 forecast, status, fleet, rollout status, plugin check, doctor and \
-                 version have it)",
-                subcommand(&args)
+                "error: -json: `poolwright {}` has no JSON output ({} have it)",
+                typed_command(&args),
+                json_commands(&Cli::command(), "").join(", ")
             );
             return ExitCode::from(exit::FAILED);
         }
@@ -60,22 +59,34 @@ fn json_refused(e: &clap::Error, args: &[std::ffi::OsString]) -> bool {
         )
 }
 
-/// The command words the user typed (`rollout pause`, `init`).
-fn subcommand(args: &[std::ffi::OsString]) -> String {
-    let words: Vec<String> = args
-        .iter()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .filter(|a| !a.starts_with('-'))
-        .take(2)
-        .collect();
-    match words.as_slice() {
-        [group, sub] if ["rollout", "fleet", "plugin"].contains(&group.as_str()) => {
-            format!("{group} {sub}")
+/// The command the user typed, as clap names it (`rollout pause`, `init`).
+fn typed_command(args: &[std::ffi::OsString]) -> String {
+    let mut cmd = Cli::command();
+    let mut words = Vec::new();
+    for word in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if word.starts_with('-') {
+            continue;
         }
-        [first, ..] => first.clone(),
-        [] => String::new(),
+        let Some(sub) = cmd.find_subcommand(word).cloned() else {
+            break;
+        };
+        words.push(sub.get_name().to_string());
+        cmd = sub;
     }
+    words.join(" ")
+}
+
+/// The commands under `cmd` that take `--output` (hidden ones left out).
+fn json_commands(cmd: &clap::Command, path: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("{path}{}", sub.get_name());
+        if sub.get_arguments().any(|a| a.get_id() == "output") {
+            found.push(name.clone());
+        }
+        found.extend(json_commands(sub, &format!("{name} ")));
+    }
+    found
 }
 
 /// Structured logs on stderr. The CLI is quiet unless asked (RUST_LOG=info shows

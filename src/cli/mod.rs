@@ -789,7 +789,7 @@ fn validate_paths(
             if output == Output::Text
                 && report
                     .errors()
-                    .any(|d| d.message.contains("does not name a"))
+                    .any(|d| crate::spec::validate::is_dangling_reference(&d.message))
             {
                 eprintln!(
                     "hint: the files were checked alone; `poolwright validate --dir DIR FILE...` checks them with the rest of their desired-state directory"

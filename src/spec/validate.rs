@@ -1530,6 +1530,16 @@ fn check_references(config: &Config, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The words of every `dangling` message, so that a reader of diagnostics
+/// can tell a reference to a document the files loaded do not hold.
+const DANGLING: &str = "does not name a";
+
+/// Whether `message` says a reference names no loaded document: what files
+/// checked without the rest of their directory typically fail on.
+pub fn is_dangling_reference(message: &str) -> bool {
+    message.contains(DANGLING)
+}
+
 fn dangling(field: &str, kind: &str, name: &str, known: &[&str]) -> String {
     let known_text = if known.is_empty() {
         format!("no {kind} is defined")
@@ -1537,7 +1547,7 @@ fn dangling(field: &str, kind: &str, name: &str, known: &[&str]) -> String {
         format!("defined: {}", one_of(known))
     };
     format!(
-        "{field} {name:?} does not name a {kind} ({known_text}){}",
+        "{field} {name:?} {DANGLING} {kind} ({known_text}){}",
         did_you_mean(name, known.iter().copied())
     )
 }

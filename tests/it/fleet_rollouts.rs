@@ -68,6 +68,15 @@ fn audit(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A scratch directory with an empty `config/` for the desired state; the
+/// daemon or apply runs in the scratch directory itself.
+fn scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir(&config).unwrap();
+    (dir, config)
+}
+
 fn pool_of_call(call: &str) -> &str {
     call.split_once('(')
         .map(|(_, rest)| rest.split([',', ')']).next().unwrap_or(""))
@@ -76,10 +85,8 @@ fn pool_of_call(call: &str) -> &str {
 
 #[test]
 fn a_bad_image_for_every_pool_stops_at_the_canary_and_the_other_39_are_untouched() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let rollout = "{onFailure: rollback, health: {startupTimeout: 5s}}";
     write(&config.join("provider.yaml"), &provider(20));
     write(&config.join("rings.yaml"), RINGS);
@@ -183,10 +190,8 @@ const ROLLOUT: &str = "{health: {minReady: 0s}}";
 /// more than 8 pools ever roll at once.
 #[test]
 fn a_good_image_over_200_pools_rolls_stage_by_stage_within_8_at_once() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let rings = RINGS
         .replace("soak: 30s}", "soak: 3s}")
         .replace("  halt:", "  maxConcurrentPools: 8\n  halt:");
@@ -303,10 +308,8 @@ fn a_prometheus_gate_breached_during_a_soak_halts_and_rolls_the_rolled_pools_bac
     let prom = Prometheus::start(&exporter.addr);
     prom.wait_for_sample("test_errors_per_second", 0.0);
 
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let rings = format!(
         "apiVersion: poolwright/v1
 kind: FleetRollout
@@ -419,10 +422,8 @@ spec:
 #[test]
 fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
     use rand::{RngExt, SeedableRng};
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let soak = 3;
     let rings = RINGS
         .replace("soak: 30s}", &format!("soak: {soak}s}}"))
@@ -530,10 +531,8 @@ fn kill_9_mid_stage_and_mid_soak_neither_skips_nor_repeats_a_stage() {
 /// the journal under the state lock) lets the next apply try again.
 #[test]
 fn apply_runs_the_stages_and_stops_on_a_halt() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let rings = RINGS
         .replace("soak: 30s}", "soak: 1s}")
         .replace("\"25%\"", "\"50%\"")
@@ -589,10 +588,7 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let lines = crate::support::jsonl::parse(&String::from_utf8_lossy(&out.stdout));
     let outcomes: Vec<&Value> = lines.iter().filter(|l| l["type"] == "outcome").collect();
     assert_eq!(outcomes.len(), 1, "{lines:#?}");
     assert_eq!(lines.last(), Some(outcomes[0]));
@@ -625,10 +621,8 @@ fn apply_runs_the_stages_and_stops_on_a_halt() {
 /// and the next apply (the journal writable again) finishes the roll.
 #[test]
 fn an_error_between_steps_stops_the_rolls_in_flight_at_a_safe_point() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, config) = scratch();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
     let rings = "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  maxConcurrentPools: 2\n  stages:\n    - {name: all}\n";
     let pool = |name: &str, size: u32, image: &str| {
         format!(
@@ -690,10 +684,7 @@ fn an_error_between_steps_stops_the_rolls_in_flight_at_a_safe_point() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let lines = crate::support::jsonl::parse(&stdout);
     let outcome = lines.last().unwrap();
     assert_eq!(outcome["outcome"], "stopped", "{stdout}");
     assert!(

@@ -226,12 +226,7 @@ fn events_are_json_lines_with_counts() {
 #[test]
 fn apply_json_streams_the_plan_each_event_and_the_outcome_last() {
     let c = Cli::new();
-    let lines = |o: &Output| -> Vec<serde_json::Value> {
-        out(o)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
-    };
+    let lines = |o: &Output| crate::support::jsonl::parse(&out(o));
     let o = c.run(&["apply", "config", "-o", "json", "--auto-approve"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let v = lines(&o);

@@ -1,4 +1,5 @@
-//! Reading a JSON-lines file another process is still appending to.
+//! JSON lines: a file another process is still appending to, or the whole
+//! output of a process that ended.
 
 use std::path::Path;
 
@@ -21,5 +22,13 @@ pub fn read(path: &Path) -> Vec<Value> {
             serde_json::from_str(l)
                 .unwrap_or_else(|e| panic!("{}: a line is not JSON ({e}): {l}", path.display()))
         })
+        .collect()
+}
+
+/// Every line of `text`, the output of a process that has ended: each must
+/// be JSON (a program reading it would fail on any other line).
+pub fn parse(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
 }
