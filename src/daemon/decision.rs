@@ -67,7 +67,18 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
             PoolAction::Supersede
         };
     }
-    // A rollout waiting for a human is shown as such and left alone.
+    // A rollout waiting for a human is shown as such and left alone; but
+    // a halted change's roll back supersedes a rollout Degraded on the
+    // template it brought (that is what a bad template leaves).
+    let turning_back = p.steps.iter().any(|s| {
+        matches!(
+            s,
+            crate::plan::Step::Roll {
+                rollback: Some(_),
+                ..
+            }
+        )
+    });
     match f.journal {
         Some(Status::Paused { reason }) => {
             return PoolAction::Show(
@@ -78,7 +89,7 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
                 ),
             );
         }
-        Some(Status::Degraded { reason }) => {
+        Some(Status::Degraded { reason }) if !turning_back => {
             return PoolAction::Show(
                 PoolState::Degraded,
                 format!(

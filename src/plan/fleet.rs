@@ -4,12 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{PoolPlan, RollBack, RolloutPlan, Step};
+use super::{PoolPlan, Step};
 use crate::fleet::verdict::{current_stage, stage_waits};
 use crate::fleet::{ChangeStatus, FleetView, PoolRecord, Verdict, verdict};
-use crate::model::{ObservedPool, PoolSpec, TemplateHash};
-use crate::rollout::Settings;
-use crate::spec::types::{ChangeClass, NodePoolDoc, OnHalt};
+use crate::model::NodeTemplate;
+use crate::spec::types::OnHalt;
 
 /// A governed pool's place in its FleetRollout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,7 +25,8 @@ pub struct PoolFleet {
     /// Why its roll waits, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
-    /// It goes back to the template it had (the change halted, `onHalt: rollback`).
+    /// It goes back to the template it had (the change halted, `onHalt:
+    /// rollback`); it may be back already.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback: bool,
 }
@@ -69,16 +69,37 @@ pub struct StagePlan {
     pub first: Vec<String>,
 }
 
-/// Follow the FleetRollout governing the pool: note its stage; hold its
-/// roll (no `Roll` step) when the change says to wait; turn it round when
-/// the change halted with `onHalt: rollback`.
-pub(super) fn govern(
-    p: &mut PoolPlan,
-    view: &FleetView,
-    doc: &NodePoolDoc,
-    obs: Option<&ObservedPool>,
-    target: u32,
-) {
+/// A pool's way back: its change halted with `onHalt: rollback`, and this is
+/// the template the pool had before it.
+#[derive(Clone, Debug)]
+pub(super) struct TurnBack {
+    pub template: NodeTemplate,
+    pub reason: String,
+}
+
+/// The template `pool` goes back to, when its FleetRollout's change halted
+/// with `onHalt: rollback` after admitting it (the planner builds the roll
+/// back like any roll).
+pub(super) fn turned_back(view: &FleetView, pool: &str) -> Option<TurnBack> {
+    let c = &view.change;
+    let Verdict::RollBack { to } = verdict(c, &view.rules, pool) else {
+        return None;
+    };
+    let template = c.templates.get(&to)?.clone();
+    let reason = match &c.status {
+        ChangeStatus::Halted { reason, .. } => format!(
+            "change {} of fleet rollout {} halted ({reason}); onHalt: rollback",
+            c.id, view.rules.fleet
+        ),
+        _ => format!("change {} halted", c.id),
+    };
+    Some(TurnBack { template, reason })
+}
+
+/// Follow the FleetRollout governing the pool: note its stage, and hold its
+/// roll (no `Roll` step) when the change says to wait. A pool it turned
+/// round (`turned_back`) was planned by the planner's roll builder.
+pub(super) fn govern(p: &mut PoolPlan, view: &FleetView, turned_back: bool) {
     let rules = &view.rules;
     let c = &view.change;
     let Some(stage) = rules.stage_of(&p.pool) else {
@@ -91,90 +112,17 @@ pub(super) fn govern(
         stage_number: stage + 1,
         stages: rules.stages.len(),
         held: None,
-        rollback: false,
+        rollback: turned_back,
     };
-    match verdict(c, rules, &p.pool) {
-        Verdict::Go => {}
-        Verdict::Hold(hold) => {
-            // Only a roll waits: creates, scale-ups and in-place edits go ahead.
-            if p.rollout.is_some() {
-                p.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-                place.held = Some(hold.to_string());
-            }
-        }
-        Verdict::RollBack { to } => {
-            if let Some(obs) = obs
-                && let Some(back) = c.templates.get(&to)
-            {
-                let away = obs.live_nodes().filter(|n| n.template != to).count() as u32;
-                if away > 0 || obs.template.hash() != to {
-                    roll_back(p, doc, obs, back.clone(), to, target, away, view);
-                    place.rollback = true;
-                }
-            }
-        }
+    if !turned_back
+        && let Verdict::Hold(hold) = verdict(c, rules, &p.pool)
+        && p.rollout.is_some()
+    {
+        // Only a roll waits: creates, scale-ups and in-place edits go ahead.
+        p.steps.retain(|s| !matches!(s, Step::Roll { .. }));
+        place.held = Some(hold.to_string());
     }
     p.fleet = Some(place);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn roll_back(
-    p: &mut PoolPlan,
-    doc: &NodePoolDoc,
-    obs: &ObservedPool,
-    back: crate::model::NodeTemplate,
-    to: TemplateHash,
-    target: u32,
-    away: u32,
-    view: &FleetView,
-) {
-    let failed = PoolSpec::from_doc(doc).template.hash();
-    let reason = match &view.change.status {
-        ChangeStatus::Halted { reason, .. } => format!(
-            "change {} of fleet rollout {} halted ({reason}); onHalt: rollback",
-            view.change.id, view.rules.fleet
-        ),
-        _ => format!("change {} halted", view.change.id),
-    };
-    let settings = Settings::from_doc(doc, target);
-    let budget = settings.budget;
-    p.steps.retain(|s| {
-        !matches!(
-            s,
-            Step::Roll { .. } | Step::SetTemplate { .. } | Step::Scale { .. }
-        )
-    });
-    p.rollout = Some(RolloutPlan {
-        outdated: away,
-        size: target,
-        strategy: budget.strategy(),
-        budget,
-        bounds: budget.bounds(target),
-        estimated_waves: away.div_ceil(budget.concurrency().max(1)),
-        from_templates: obs
-            .live_nodes()
-            .map(|n| n.template)
-            .filter(|t| *t != to)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        to_template: to,
-        semantics: settings.semantics,
-        classes: vec![ChangeClass::Repair],
-        reimage: settings.reimage,
-        waves: settings.waves,
-        order: settings.order.clone(),
-    });
-    p.steps.insert(
-        0,
-        Step::Roll {
-            outdated: away,
-            size: target,
-            template: Box::new(back),
-            settings: Box::new(settings),
-            rollback: Some(Box::new(RollBack { failed, reason })),
-        },
-    );
 }
 
 /// Each FleetRollout's stage plan, from its view and the pools' plans.
@@ -256,6 +204,13 @@ pub fn fact_of(
     use crate::rollout::Status;
     if worker_running {
         return PoolFact::Rolls;
+    }
+    // Turned round by its change's halt: rolling back until it is back.
+    if p.fleet.as_ref().is_some_and(|f| f.rollback) {
+        return match p.rollout {
+            Some(_) => PoolFact::Rolls,
+            None => PoolFact::RolledBack("back on the template it had before the change".into()),
+        };
     }
     match journal.map(|j| &j.status) {
         Some(Status::Degraded { reason }) => return PoolFact::Failed(reason.clone()),

@@ -276,7 +276,15 @@ fn plan_pool(
     let Some(want) = cx.wanted(&mut p, obs) else {
         return p;
     };
-    let Some((journal, resuming)) = cx.journal(&mut p, obs, &want) else {
+    // The FleetRollout governing the pool, and whether its change halted
+    // with onHalt: rollback: then the pool rolls back to the template it had,
+    // even from a rollout Degraded on the template the change brought.
+    let view = observed
+        .fleets
+        .values()
+        .find(|v| v.rules.stage_of(cx.name).is_some());
+    let back = view.and_then(|v| super::fleet::turned_back(v, cx.name));
+    let Some((journal, resuming)) = cx.journal(&mut p, obs, &want, back.is_some()) else {
         return p;
     };
     if obs.autoscaling != cx.spec.autoscaling {
@@ -284,19 +292,25 @@ fn plan_pool(
             to: cx.spec.autoscaling,
         });
     }
-    let due = cx.outdated(&mut p, obs, want.hash);
-    cx.steps(&mut p, obs, &want, &due, journal, resuming);
-    // A FleetRollout may hold the roll (a later stage, no free slot, a halt),
-    // or turn it round (a halt with onHalt: rollback), before the policy
-    // looks at what is left.
-    if let Some(view) = observed
-        .fleets
-        .values()
-        .find(|v| v.rules.stage_of(cx.name).is_some())
-    {
-        super::fleet::govern(&mut p, view, doc, Some(obs), want.target);
+    let due = match &back {
+        Some(back) => {
+            let due = cx.outdated(&mut p, obs, back.template.hash());
+            cx.roll_back(&mut p, obs, &want, &due, back, journal);
+            due
+        }
+        None => {
+            let due = cx.outdated(&mut p, obs, want.hash);
+            cx.steps(&mut p, obs, &want, &due, journal, resuming);
+            due
+        }
+    };
+    // A FleetRollout may hold the roll (a later stage, no free slot, a halt)
+    // before the policy looks at what is left.
+    if let Some(view) = view {
+        super::fleet::govern(&mut p, view, back.is_some());
     }
-    preflight(&mut p, doc, observed, obs, want.hash, due.aging.as_ref());
+    let rolled_to = back.as_ref().map_or(want.hash, |b| b.template.hash());
+    preflight(&mut p, doc, observed, obs, rolled_to, due.aging.as_ref());
     cx.policy(&mut p);
     cx.headline(&mut p, obs, &want, &due, journal, resuming);
     p
@@ -463,6 +477,7 @@ impl<'a> Pool<'a> {
         p: &mut PoolPlan,
         obs: &crate::model::ObservedPool,
         want: &Wanted,
+        turned_back: bool,
     ) -> Option<(Option<&'a RolloutState>, bool)> {
         let name = self.name;
         let journal = self.observed.rollouts.get(name);
@@ -480,8 +495,12 @@ impl<'a> Pool<'a> {
         }
         let journal = journal.and_then(|j| j.as_ref().ok());
         // A rollout waiting for a human: nothing happens until `rollout resume`.
+        // But a rollout Degraded on the template of a change that halted
+        // with onHalt: rollback is what a bad template leaves behind: the
+        // roll back supersedes it (a pause is a person's, and stays).
         if let Some(r) = journal
             && let Some(hold) = waiting_for_a_human(r, want.hash, name)
+            && !(turned_back && matches!(r.status, Status::Degraded { .. }))
         {
             p.headline = Headline::LeftAlone;
             p.reason = hold.to_string();
@@ -586,16 +605,6 @@ impl<'a> Pool<'a> {
         // noted that it ended) is resumed too: its next step finds it done
         // and says so.
         if due.outdated > 0 || resuming {
-            // The executor sets the template and converges on the size itself.
-            let set = self.settings(target, due);
-            let budget = set.budget;
-            let from: Vec<TemplateHash> = obs
-                .live_nodes()
-                .map(|n| n.template)
-                .filter(|t| *t != hash)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
             let classes = if let Some(r) = journal.filter(|_| resuming) {
                 // The journal says what kind of change the roll under way
                 // makes: the template it set already would read as no change.
@@ -620,34 +629,7 @@ impl<'a> Pool<'a> {
             } else {
                 ChangeClass::ALL.to_vec()
             };
-            p.rollout = Some(RolloutPlan {
-                outdated: due.outdated,
-                size: target,
-                strategy: budget.strategy(),
-                budget,
-                bounds: budget.bounds(target),
-                estimated_waves: due.outdated.div_ceil(budget.concurrency().max(1)),
-                from_templates: from,
-                to_template: hash,
-                semantics: set.semantics,
-                classes,
-                reimage: set.reimage,
-                waves: set.waves,
-                order: set.order.clone(),
-            });
-            if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
-                p.notes.push(format!(
-                    "maxSurge + maxUnavailable is {} here: GKE would refuse more than 20 nodes at once (rollout.semantics: gke)",
-                    budget.concurrency()
-                ));
-            }
-            p.steps.push(Step::Roll {
-                outdated: due.outdated,
-                size: target,
-                template: Box::new(template.clone()),
-                settings: set,
-                rollback: None,
-            });
+            self.roll(p, obs, template, target, due, classes, None);
         } else {
             // New nodes (scale-up) must launch on the new template.
             if obs.template.hash() != hash {
@@ -668,6 +650,99 @@ impl<'a> Pool<'a> {
                 to: want.in_place.clone(),
             });
         }
+    }
+
+    /// A halted change's roll back (`onHalt: rollback`) to the template the
+    /// pool had before it, built like any roll (the same settings, in-place
+    /// reimage and node-age rules), as a repair; nothing when the pool and
+    /// its nodes are back already and no roll back is under way. In-place
+    /// attributes still follow the files.
+    fn roll_back(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        want: &Wanted,
+        due: &Due,
+        back: &super::fleet::TurnBack,
+        journal: Option<&RolloutState>,
+    ) {
+        let to = back.template.hash();
+        let under_way = journal.is_some_and(|r| r.target == to && !r.status.is_terminal());
+        if due.outdated > 0 || obs.template.hash() != to || under_way {
+            let rollback = super::RollBack {
+                failed: want.hash,
+                reason: back.reason.clone(),
+            };
+            self.roll(
+                p,
+                obs,
+                &back.template,
+                want.target,
+                due,
+                vec![ChangeClass::Repair],
+                Some(rollback),
+            );
+        }
+        if obs.in_place != want.in_place {
+            p.steps.push(Step::UpdateInPlace {
+                to: want.in_place.clone(),
+            });
+        }
+    }
+
+    /// The one place a roll is built: the rollout settings (with the
+    /// planner's rules), the roll's plan, and its step, for a roll forward
+    /// and a roll back alike. The executor sets the template and converges
+    /// on the size itself.
+    #[allow(clippy::too_many_arguments)]
+    fn roll(
+        &self,
+        p: &mut PoolPlan,
+        obs: &crate::model::ObservedPool,
+        template: &NodeTemplate,
+        target: u32,
+        due: &Due,
+        classes: Vec<ChangeClass>,
+        rollback: Option<super::RollBack>,
+    ) {
+        let hash = template.hash();
+        let set = self.settings(target, due);
+        let budget = set.budget;
+        let from: Vec<TemplateHash> = obs
+            .live_nodes()
+            .map(|n| n.template)
+            .filter(|t| *t != hash)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        p.rollout = Some(RolloutPlan {
+            outdated: due.outdated,
+            size: target,
+            strategy: budget.strategy(),
+            budget,
+            bounds: budget.bounds(target),
+            estimated_waves: due.outdated.div_ceil(budget.concurrency().max(1)),
+            from_templates: from,
+            to_template: hash,
+            semantics: set.semantics,
+            classes,
+            reimage: set.reimage,
+            waves: set.waves,
+            order: set.order.clone(),
+        });
+        if set.semantics == Semantics::Kubernetes && budget.concurrency() > 20 {
+            p.notes.push(format!(
+                "maxSurge + maxUnavailable is {} here: GKE would refuse more than 20 nodes at once (rollout.semantics: gke)",
+                budget.concurrency()
+            ));
+        }
+        p.steps.push(Step::Roll {
+            outdated: due.outdated,
+            size: target,
+            template: Box::new(template.clone()),
+            settings: set,
+            rollback: rollback.map(Box::new),
+        });
     }
 
     /// Disruptive steps wait for the disruption policy, for the change

@@ -366,11 +366,13 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
                 );
             }
             if f.rollback {
-                let _ = writeln!(
-                    out,
-                    "    {}",
-                    style.red("rolls back: the change halted with onHalt: rollback")
-                );
+                let text = match p.rollout {
+                    Some(_) => "rolls back: the change halted with onHalt: rollback",
+                    None => {
+                        "back on the template it had before the change (halted, onHalt: rollback)"
+                    }
+                };
+                let _ = writeln!(out, "    {}", style.red(text));
             }
         }
         if let Some(b) = p.blocked() {

@@ -732,3 +732,141 @@ fn an_error_between_steps_stops_the_rolls_in_flight_at_a_safe_point() {
         "the next apply finishes the roll"
     );
 }
+
+/// The pool named in a simulator's file as the provider holds it: its
+/// template's image and the image of each of its live nodes.
+fn sim_pool(root: &Path, provider: &str, pool: &str) -> (String, Vec<String>) {
+    let fleet: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join(format!("state/sim/{provider}.json"))).unwrap(),
+    )
+    .unwrap();
+    let p = &fleet["pools"][pool];
+    let hash = p["templateHash"].clone();
+    let image = p["template"]["image"].as_str().unwrap().to_string();
+    let nodes = p["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n.get("goneAt").is_none())
+        .map(|n| {
+            if n["template"] == hash {
+                image.clone()
+            } else {
+                format!("another template ({})", n["template"])
+            }
+        })
+        .collect();
+    (image, nodes)
+}
+
+/// The measured case: with `halt: {onHalt: rollback}`, a pool whose own
+/// rollout went Degraded on the bad image (`onFailure: pause`, the default;
+/// or `onFailure: rollback` with `maxFailedNodes` reached first) stayed
+/// Degraded with the bad image as the provider's template, so the next
+/// scale-up or repair would launch it, and no `fleet_pool_rolled_back` came.
+/// A halt that says roll back rolls back every pool the change touched.
+#[test]
+fn a_rollback_halt_returns_degraded_pools_to_the_previous_image_at_the_provider_and_on_every_node()
+{
+    let (dir, config) = scratch();
+    let root = dir.path();
+    write(
+        &config.join("provider.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: flaky}\nspec: {type: sim, seed: 7, speed: 20, failures: {badImages: [img-2]}}\n",
+    );
+    write(
+        &config.join("rings.yaml"),
+        "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: all}\n  halt: {failedPools: 2, onHalt: rollback}\n",
+    );
+    // The change halts when both have failed (so neither is stopped before
+    // its own failure). m01 fails its node with `onFailure: pause` (Degraded); m02 has
+    // `onFailure: rollback`, but `maxFailedNodes: 1` trips first (Degraded).
+    let pools = |image: &str| {
+        [("m01", ""), ("m02", ", onFailure: rollback, maxFailedNodes: 1")]
+            .iter()
+            .map(|(name, extra)| {
+                format!(
+                    "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  providerRef: flaky\n  size: 2\n  template: {{image: {image}}}\n  rollout: {{maxSurge: 1, maxUnavailable: 0, health: {{startupTimeout: 5s, minReady: 0s}}{extra}}}\n"
+                )
+            })
+            .collect::<String>()
+    };
+    write(&config.join("pools.yaml"), &pools("img-1"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["apply", "config", "--auto-approve", "--state-dir", "state"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Daemon::start(root, &[]);
+    d.wait_for("2 pools in sync", Duration::from_secs(60), |s| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 2 && p.iter().all(|p| p["state"] == "in-sync"))
+    });
+    let from = d.events().len();
+    write(&config.join("pools.yaml"), &pools("img-2"));
+    d.wait_for("the change halts", Duration::from_secs(60), |s| {
+        fleet(s)["status"] == "halted"
+    });
+    let rolled_back = |_: &Value| {
+        let (_, body) = d.get("/v1/fleet/rings");
+        let f: Value = serde_json::from_str(&body).unwrap();
+        f["change"]["pools"]
+            .as_object()
+            .is_some_and(|p| p.len() == 2 && p.values().all(|r| r["state"] == "rolledBack"))
+    };
+    d.wait_for(
+        "both pools rolled back, the Degraded one too",
+        Duration::from_secs(60),
+        rolled_back,
+    );
+    let events: Vec<Value> = d.events().split_off(from);
+    for pool in ["m01", "m02"] {
+        let degraded = events
+            .iter()
+            .position(|e| e["pool"] == pool && e["event"] == "degraded");
+        let back = events.iter().position(|e| {
+            e["pool"] == pool
+                && e["event"] == "rollout_started"
+                && e["message"].as_str().unwrap().contains("rolling back")
+        });
+        assert!(
+            degraded.is_some() && back > degraded,
+            "{pool}: Degraded on img-2, then rolled back through the executor: {events:#?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["pool"] == pool && e["event"] == "fleet_pool_rolled_back"),
+            "{pool}: a fleet_pool_rolled_back event: {events:#?}"
+        );
+    }
+    // Every node the roll back launched is healthy: the pools end in
+    // service on img-1, within their budget (surge 1) all the way.
+    d.wait_for(
+        "both pools back to 2 available nodes",
+        Duration::from_secs(60),
+        |s| {
+            s["pools"].as_array().is_some_and(|p| {
+                p.iter()
+                    .all(|p| p["rollout"]["available"] == 2 && p["state"] != "rolling")
+            })
+        },
+    );
+    for e in &events {
+        if let Some(c) = e.get("counts") {
+            assert!(c["total"].as_u64().unwrap() <= 3, "{e}");
+        }
+    }
+    assert!(d.terminate().success());
+    for pool in ["m01", "m02"] {
+        let (template, nodes) = sim_pool(root, "flaky", pool);
+        assert_eq!(template, "img-1", "{pool}: the provider's template");
+        assert_eq!(nodes, vec!["img-1"; 2], "{pool}: its live nodes");
+    }
+}

@@ -15,6 +15,7 @@ mod daemon;
 mod daemon_fleet;
 mod disruption_override;
 mod docs;
+mod fleet_roll_back;
 mod fleet_rollouts;
 mod forecast;
 mod forecast_honesty;
