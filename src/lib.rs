@@ -18,5 +18,6 @@ pub mod policy;
 pub mod provider;
 pub mod reconcile;
 pub mod rollout;
+pub mod secrets;
 pub mod spec;
 pub mod store;

@@ -118,7 +118,7 @@ fn init_logging(cli: &Cli) {
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_writer(std::io::stderr),
+                    .with_writer(poolwright::secrets::RedactedStderr),
             )
             .init(),
         _ => registry.with(human()).init(),
@@ -130,6 +130,6 @@ where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(poolwright::secrets::RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
 }

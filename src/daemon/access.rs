@@ -53,6 +53,7 @@ pub fn read_secret(flag: &str, path: &std::path::Path) -> anyhow::Result<String>
     let secret = crate::files::read_regular_text(path, TOKEN_LIMIT)
         .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
     let secret = secret.trim().to_string();
+    crate::secrets::remember(&secret);
     anyhow::ensure!(
         secret.len() >= MIN_SECRET_BYTES,
         "{flag} {}: the secret has {} bytes; use at least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)",

@@ -293,8 +293,9 @@ impl Feed {
     }
 }
 
+/// A message's JSON, redacted: the stream is served like every other answer.
 fn json_of<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_default()
+    serde_json::to_string(&crate::secrets::redacted_value(value)).unwrap_or_default()
 }
 
 #[cfg(test)]

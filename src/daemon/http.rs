@@ -52,6 +52,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/previews/{*git_ref}", get(preview))
         .route(super::hooks::PATH, post(super::hooks::git_hook))
         .with_state(state)
+        // Nothing served carries a secret: every answer passes one redaction.
+        .layer(axum::middleware::map_response(redacted))
         // No answer is ever to be sniffed into another type (JSON shown as HTML).
         .layer(axum::middleware::map_response(
             |mut r: Response| async move {
@@ -81,6 +83,57 @@ pub fn router(state: HttpState) -> Router {
         )),
         None => router,
     }
+}
+
+/// The largest answer redacted whole (a pool page of 100,000 nodes is
+/// about 17 MB); a larger one is refused rather than served unredacted.
+const REDACTED_BODY_LIMIT: usize = 256 * 1024 * 1024;
+
+/// An answer with every secret poolwright knows of, and every
+/// credential-shaped value, redacted (`crate::secrets`): JSON string by
+/// string, text as a whole. The event stream is redacted message by
+/// message where it is built (`feed`), as it never ends.
+async fn redacted(r: Response) -> Response {
+    let kind = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    // The page's own HTML, script and style are poolwright's, not data.
+    let data = ["application/json", "text/plain", "text/markdown"];
+    if !data.iter().any(|d| kind.starts_with(d)) {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, REDACTED_BODY_LIMIT).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the answer was too large to be checked for secrets\n",
+        )
+            .into_response();
+    };
+    let out: Vec<u8> = if kind.starts_with("application/json") {
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(mut v) => {
+                crate::secrets::redact_json(&mut v);
+                serde_json::to_vec(&v).unwrap_or_default()
+            }
+            Err(_) => crate::secrets::redact(&String::from_utf8_lossy(&bytes))
+                .into_owned()
+                .into_bytes(),
+        }
+    } else {
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => match crate::secrets::redact(text) {
+                std::borrow::Cow::Borrowed(_) => bytes.to_vec(),
+                std::borrow::Cow::Owned(t) => t.into_bytes(),
+            },
+            Err(_) => bytes.to_vec(),
+        }
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(out))
 }
 
 /// A refusal, as plain text never to be sniffed (the Host check runs

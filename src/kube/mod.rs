@@ -61,7 +61,13 @@ impl Cluster {
                     read_kubeconfig(&path)
                         .with_context(|| format!("reading kubeconfig {}", path.display()))?
                 }
-                None => Kubeconfig::read().context("reading $KUBECONFIG or ~/.kube/config")?,
+                None => {
+                    let config = Kubeconfig::read()
+                        .map_err(|e| unquoted("$KUBECONFIG or ~/.kube/config", e))
+                        .context("reading $KUBECONFIG or ~/.kube/config")?;
+                    remember_credentials(&config);
+                    config
+                }
             };
             kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
@@ -102,7 +108,9 @@ const KUBECONFIG_LIMIT: u64 = 4 * 1024 * 1024;
 pub fn read_kubeconfig(path: &Path) -> anyhow::Result<Kubeconfig> {
     crate::files::read_regular(path, KUBECONFIG_LIMIT)
         .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
-    let config = Kubeconfig::read_from(path)?;
+    let config =
+        Kubeconfig::read_from(path).map_err(|e| unquoted(&path.display().to_string(), e))?;
+    remember_credentials(&config);
     let named = config
         .clusters
         .iter()
@@ -123,5 +131,79 @@ pub fn read_kubeconfig(path: &Path) -> anyhow::Result<Kubeconfig> {
         crate::files::read_regular(Path::new(&file), KUBECONFIG_LIMIT)
             .map_err(|e| anyhow::anyhow!("{file} (named in the kubeconfig) {e}"))?;
     }
+    // The token files it names are secrets too (kube reads them again).
+    for file in config
+        .auth_infos
+        .iter()
+        .filter_map(|a| a.auth_info.as_ref()?.token_file.as_deref())
+    {
+        if let Ok(text) = crate::files::read_regular_text(Path::new(file), KUBECONFIG_LIMIT) {
+            crate::secrets::remember(&text);
+        }
+    }
     Ok(config)
+}
+
+/// Remember a kubeconfig's secrets (tokens, passwords, client keys), so
+/// that nothing served ever carries them.
+fn remember_credentials(config: &Kubeconfig) {
+    use secrecy::ExposeSecret;
+    for info in config
+        .auth_infos
+        .iter()
+        .filter_map(|a| a.auth_info.as_ref())
+    {
+        for secret in [&info.token, &info.password, &info.client_key_data]
+            .into_iter()
+            .flatten()
+        {
+            crate::secrets::remember(secret.expose_secret());
+        }
+    }
+}
+
+/// A kubeconfig that could not be read, said without quoting it: the
+/// parser's own message shows the lines around the error, and a kubeconfig's
+/// lines hold its credentials. The file, the line and column and the kind
+/// of problem are enough to find it.
+fn unquoted(file: &str, e: kube::config::KubeconfigError) -> anyhow::Error {
+    match e {
+        kube::config::KubeconfigError::Parse(parse) => {
+            let at = parse
+                .location()
+                .map(|l| format!(":{}:{}", l.line(), l.column()))
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "{file}{at}: not a valid kubeconfig: {} (the file's content is not shown: it holds credentials)",
+                problem_kind(&parse.without_snippet().to_string())
+            )
+        }
+        other => anyhow::anyhow!(crate::secrets::redact(&other.to_string()).into_owned()),
+    }
+}
+
+/// The kind of a parse problem, from the parser's message with every quoted
+/// part and position left out.
+fn problem_kind(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quote: Option<char> = None;
+    for c in message.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '`' | '\'') => {
+                quote = Some(c);
+                out.push('…');
+            }
+            None => out.push(c),
+        }
+    }
+    let out = out.split(" at line ").next().unwrap_or(&out);
+    let out = out.trim_start_matches("error: ");
+    let out = match out.split_once(": ") {
+        // "line 9 column 1: while parsing..." leads with the place.
+        Some((place, rest)) if place.starts_with("line ") => rest,
+        _ => out,
+    };
+    crate::secrets::redact(out.trim()).into_owned()
 }

@@ -70,6 +70,10 @@ impl EventSink {
     }
 
     pub fn emit(&self, mut event: Event) {
+        // Events are served (status, pages, streams) and written: never a secret.
+        if let std::borrow::Cow::Owned(m) = crate::secrets::redact(&event.message) {
+            event.message = m;
+        }
         if event.by.is_none()
             && let Some(stamp) = self.actor.get()
         {

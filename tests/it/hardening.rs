@@ -1092,3 +1092,122 @@ fn wrong_control_tokens_are_rate_limited_per_peer() {
     );
     assert_eq!(journal_status(tmp.path()), None, "nothing was paused");
 }
+
+/// The measured case: a kubeconfig the daemon could not parse was quoted
+/// line by line in its error, token line included, and that error was
+/// served without a token (status, plan, the pool page), written to
+/// `events.jsonl` and logged. A token planted in a broken kubeconfig,
+/// during a roll, is found nowhere the daemon serves or writes; the error
+/// still names the file, the line and the column.
+#[test]
+fn a_token_in_a_broken_kubeconfig_is_never_served_written_or_logged() {
+    const PLANTED: &str = "sk-live-PLANTED-0123456789abcdef";
+    let tmp = setup();
+    let root = tmp.path();
+    let config = root.join("config");
+    std::fs::write(
+        config.join("cluster.yaml"),
+        "apiVersion: poolwright/v1\nkind: Cluster\nmetadata: {name: prod}\nspec: {kubeconfig: kubeconfig}\n",
+    )
+    .unwrap();
+    // One syntax slip on the token line: the flow mapping is never closed.
+    std::fs::write(
+        config.join("kubeconfig"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:1\"}}\nusers:\n- name: u\n  user: {{token: \"{PLANTED}\"\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let with_cluster =
+        |image: &str| pool(image).replace("  size: 3\n", "  clusterRef: prod\n  size: 3\n");
+    std::fs::write(config.join("web.yaml"), with_cluster("img-1")).unwrap();
+    let d = Daemon::start(root, &["--events", "events.jsonl"]);
+    d.wait_for("web is created", Duration::from_secs(60), |s| {
+        s["pools"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    // A roll: the cluster is needed now, and its error is everywhere.
+    std::fs::write(config.join("web.yaml"), with_cluster("img-2")).unwrap();
+    let s = d.wait_for(
+        "the kubeconfig's error is served",
+        Duration::from_secs(60),
+        |s| s.to_string().contains("reading kubeconfig"),
+    );
+    let status = s.to_string();
+    // A stream subscriber sees what the page sees.
+    let mut stream = std::net::TcpStream::connect(d.url.trim_start_matches("http://")).unwrap();
+    write!(
+        stream,
+        "GET /v1/events/stream HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        d.url.trim_start_matches("http://")
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    // The stream never ends: read what comes in 3 seconds.
+    let mut streamed = Vec::new();
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut buf = [0u8; 65536];
+    while Instant::now() < until {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => streamed.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("reading the stream: {e}"),
+        }
+    }
+    let streamed = String::from_utf8_lossy(&streamed).to_string();
+    assert!(
+        streamed.contains("event:"),
+        "the stream answered: {streamed}"
+    );
+
+    let mut served = vec![("the stream".to_string(), streamed)];
+    for path in [
+        "/v1/status",
+        "/v1/plan",
+        "/v1/pools/web/page",
+        "/v1/pools/web/rollout",
+        "/v1/fleet",
+        "/metrics",
+    ] {
+        let (code, body) = d.get(path);
+        assert_eq!(code, 200, "{path}: {body}");
+        served.push((path.to_string(), body));
+    }
+    let state = root.join("state");
+    let log = root.join("daemon.log");
+    assert!(d.terminate().success());
+    served.push((
+        "events.jsonl".into(),
+        std::fs::read_to_string(root.join("events.jsonl")).unwrap(),
+    ));
+    served.push(("the log".into(), std::fs::read_to_string(&log).unwrap()));
+    for entry in std::fs::read_dir(&state).unwrap().flatten() {
+        if entry.path().is_file() {
+            served.push((
+                entry.path().display().to_string(),
+                String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap()).to_string(),
+            ));
+        }
+    }
+    for (what, text) in &served {
+        assert!(
+            !text.contains(PLANTED) && !text.contains("sk-live"),
+            "{what} carries the planted token: {text}"
+        );
+    }
+    // What is wrong is still said, with its place.
+    assert!(
+        status.contains("kubeconfig:9:1: not a valid kubeconfig"),
+        "the error names the file, line and column: {status}"
+    );
+    assert!(
+        served
+            .iter()
+            .any(|(what, text)| what == "the log" && text.contains("not a valid kubeconfig")),
+        "the log still says what is wrong"
+    );
+}

@@ -81,6 +81,7 @@ impl Token {
                 let text = crate::files::read_regular_text(path, MAX_TOKEN_BYTES)
                     .map_err(|e| format!("tokenFile {}: {e}", path.display()))?;
                 let token = text.trim().to_string();
+                crate::secrets::remember(&token);
                 if token.is_empty() {
                     return Err(format!("tokenFile {} is empty", path.display()).into());
                 }
