@@ -152,10 +152,11 @@ pub(super) fn init(dir: &Path) -> anyhow::Result<u8> {
     }
     let d = dir.display();
     println!(
-        "\nA config repository is in {d}. Next:\n  \
-         poolwright plan {d}      # what apply would do: create the pool `example`\n  \
-         poolwright apply {d}     # do it (on the simulator; the fleet is kept in ./.poolwright)\n  \
-         git -C {d} init && git -C {d} add . && git -C {d} commit -m 'poolwright config'"
+        "\nA config repository is in {d}. Next, from inside it (its state directory is its own):\n  \
+         cd {d}\n  \
+         poolwright plan      # what apply would do: create the pool `example`\n  \
+         poolwright apply     # do it (on the simulator; the fleet is kept in ./.poolwright)\n  \
+         git init && git add . && git commit -m 'poolwright config'"
     );
     Ok(exit::OK)
 }

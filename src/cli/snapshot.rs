@@ -14,6 +14,7 @@ use crate::plan::{self, Observed, Plan, PlanOptions};
 use crate::provider::Providers;
 use crate::reconcile::observe;
 use crate::spec::{Config, Limits};
+use crate::store::serves::Served;
 use crate::store::{FleetJournal, Inventory, Journal, StateDir};
 
 /// Load and validate, printing diagnostics; `None` means invalid (nothing acts).
@@ -253,10 +254,30 @@ pub(super) fn load_remote_ref(
 /// Load (printing diagnostics; `None` when invalid), observe and plan, as
 /// `plan` and `forecast` both start.
 pub(super) fn load_and_plan(dir: &Path, common: &Common) -> anyhow::Result<Option<Planned>> {
+    check_state(&common.state_dir, &Served::dir(dir))?;
     let Some(config) = load(dir) else {
         return Ok(None);
     };
     plan_loaded(config, &source_of(dir), common)
+}
+
+/// A command that changes nothing (`plan`, `forecast`) stops when the state
+/// directory serves another desired state, naming both.
+pub(super) fn check_state(state_dir: &Path, served: &Served) -> anyhow::Result<()> {
+    Ok(crate::store::serves::check(state_dir, served)?)
+}
+
+/// The state directory serves `served`, or the command stops: a state
+/// directory of another desired state is refused, naming both (its
+/// inventory is not this one's, and `--prune` would delete its pools). One
+/// of an earlier poolwright is claimed, and that is said once.
+pub(super) fn claim_state(state_dir: &Path, served: &Served) -> anyhow::Result<()> {
+    use crate::store::serves::{Claim, claim, earlier_note};
+    match claim(state_dir, served, jiff::Timestamp::now())? {
+        Claim::Same | Claim::New => {}
+        Claim::Earlier => eprintln!("note: {}", earlier_note(state_dir, served)),
+    }
+    Ok(())
 }
 
 /// Observe and plan a loaded desired state.

@@ -9,7 +9,8 @@ use anyhow::Context;
 use super::apply_report::{Outcome, Report};
 use super::saved::SavedPlan;
 use super::snapshot::{
-    Planned, load, load_ref, load_remote_ref, options, plan_loaded, runtime, snapshot, source_of,
+    Planned, check_state, claim_state, load, load_ref, load_remote_ref, options, plan_loaded,
+    runtime, snapshot, source_of,
 };
 use super::{Common, PlanOutput, exit};
 use crate::clock::{Clock, SystemClock};
@@ -18,6 +19,7 @@ use crate::plan::markdown::render_markdown;
 use crate::plan::render::{Style, render_json, render_text};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan};
+use crate::store::serves::Served;
 use crate::store::{Journal, StateDir, StateLock};
 
 fn style(common: &Common) -> Style {
@@ -100,6 +102,14 @@ pub(super) fn plan(
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
+    let served = match what {
+        Planning::Dir | Planning::Ref(_) => Served::dir(dir),
+        Planning::Remote(_, remote) => Served::repo(
+            &crate::git::mirror::shown_url(remote.git_url.as_deref().unwrap_or_default()),
+            &remote.git_path,
+        ),
+    };
+    check_state(&common.state_dir, &served)?;
     let loaded = match what {
         Planning::Dir => load(dir).map(|c| (c, source_of(dir))),
         Planning::Ref(r) => load_ref(dir, r)?,
@@ -276,6 +286,7 @@ pub(super) fn apply(
     let state = StateDir::new(&common.state_dir);
     // Held from before observing until the end, so nothing else acts in between.
     let _lock = StateLock::acquire(&state.root, "poolwright apply")?;
+    claim_state(&state.root, &Served::dir(&dir))?;
     let Some(config) = load(&dir) else {
         report.outcome(
             Outcome::Error,

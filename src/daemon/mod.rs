@@ -129,6 +129,23 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
             None => format!("poolwright run {}", opts.dir.display()),
         },
     )?;
+    // The state directory serves this desired state, and no other: another's
+    // inventory is not this one's to prune.
+    let served = match &opts.git {
+        Some(git) => crate::store::serves::Served::repo(
+            &crate::git::mirror::shown_url(&git.remote.url),
+            &git.remote.path,
+        ),
+        None => crate::store::serves::Served::dir(&opts.dir),
+    };
+    if crate::store::serves::claim(&state.root, &served, Timestamp::now())?
+        == crate::store::serves::Claim::Earlier
+    {
+        tracing::warn!(
+            "{}",
+            crate::store::serves::earlier_note(&state.root, &served)
+        );
+    }
     let source = match &opts.git {
         Some(git) => {
             if let Some(secret) = &git.webhook_secret_file {

@@ -8,6 +8,7 @@ pub mod journal;
 pub mod latency;
 mod lock;
 pub mod overrides;
+pub mod serves;
 pub mod shared;
 pub mod snapshot_log;
 

@@ -389,3 +389,81 @@ fn init_scaffolds_a_repository_that_plans_and_doctor_names_a_world_writable_stat
         "{json:#}"
     );
 }
+
+/// The measured case: the state directory is per working directory, so
+/// after one config directory was applied, `init` of a second and
+/// `plan --prune` of it from the same place said `3 to destroy`: the first
+/// one's pools. A state directory serves one desired state; another is
+/// refused, naming both, whatever it asks, and changes nothing.
+#[test]
+fn a_state_directory_serves_one_desired_state_and_refuses_another_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let run = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(root)
+            .args(args)
+            .env_remove("POOLWRIGHT_STATE_DIR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    std::fs::create_dir(root.join("first")).unwrap();
+    std::fs::write(
+        root.join("first/pools.yaml"),
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {name: sim}\nspec: {type: sim, speed: 100}\n---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: web}\nspec: {providerRef: sim, size: 1, template: {image: img-1}}\n---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {name: db}\nspec: {providerRef: sim, size: 1, template: {image: img-1}}\n",
+    )
+    .unwrap();
+    let apply = run(&["apply", "first", "--auto-approve"]);
+    assert!(apply.status.success(), "{}", text(&apply.stderr));
+    assert!(run(&["init", "second"]).status.success());
+
+    for args in [
+        &["plan", "second", "--prune"][..],
+        &["apply", "second", "--prune", "--auto-approve"],
+        &["forecast", "second"],
+    ] {
+        let out = run(args);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}{stderr}");
+        assert!(
+            !stdout.contains("to destroy") && !stdout.contains("will be destroyed"),
+            "{args:?}: {stdout}"
+        );
+        let first = root.join("first").canonicalize().unwrap();
+        let second = root.join("second").canonicalize().unwrap();
+        assert!(
+            stderr.contains("serves another desired state")
+                && stderr.contains(first.to_str().unwrap())
+                && stderr.contains(second.to_str().unwrap()),
+            "{args:?} names both: {stderr}"
+        );
+    }
+    let daemon = run(&["run", "second", "--listen", "127.0.0.1:0"]);
+    assert_eq!(daemon.status.code(), Some(1), "{}", text(&daemon.stderr));
+    assert!(
+        text(&daemon.stderr).contains("serves another desired state"),
+        "{}",
+        text(&daemon.stderr)
+    );
+    // The first one's pools are still there, and it still plans as before.
+    let plan = run(&["plan", "first", "--prune"]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    assert!(
+        text(&plan.stdout).contains("No changes."),
+        "{}",
+        text(&plan.stdout)
+    );
+    // From its own directory, the second has its own state: no pool of the
+    // first is seen, nothing is destroyed.
+    let own = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root.join("second"))
+        .args(["plan", ".", "--prune"])
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .output()
+        .unwrap();
+    let out = text(&own.stdout);
+    assert!(own.status.success(), "{}", text(&own.stderr));
+    assert!(out.contains("1 to add, 0 to change, 0 to destroy"), "{out}");
+    assert!(!out.contains("web") && !out.contains("\"db\""), "{out}");
+}

@@ -162,12 +162,26 @@ fn a_saved_plan_applies_only_while_fresh() {
             .code(),
         Some(0)
     );
+    // (another desired state, with a state directory of its own, adopts the
+    // same simulated pool and scales it)
     c.write("other/providers.yaml", PROVIDER);
-    c.write("other/web.yaml", &pool("web", 2, "img-1", ""));
-    assert_eq!(
-        c.run(&["apply", "other", "--auto-approve"]).status.code(),
-        Some(0)
+    c.write(
+        "other/web.yaml",
+        &pool("web", 2, "img-1", "  adopt: true\n"),
     );
+    let other = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .args([
+            "apply",
+            "other",
+            "--auto-approve",
+            "--state-dir",
+            "other-state",
+        ])
+        .current_dir(c.dir.path())
+        .env("POOLWRIGHT_SIM_DIR", c.path(".poolwright/sim"))
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(0), "{}", err(&other));
     let o = c.run(&["apply", "scale.plan", "--auto-approve"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(

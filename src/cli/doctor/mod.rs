@@ -81,6 +81,7 @@ pub(super) fn doctor(req: &Request) -> anyhow::Result<u8> {
         found.extend(rt.block_on(backends(config, &req.state_dir)));
     }
     state_dir(&req.state_dir, &mut found);
+    found.push(serves(&req.state_dir, &req.dir));
     systemd_unit(req.unit.as_deref(), &mut found);
     found.push(rt.block_on(listener(req.listen, &req.state_dir)));
     if let Some(group) = &req.control_group {
@@ -284,6 +285,47 @@ async fn cluster(
             format!("no answer within {}s", BACKEND_DEADLINE.as_secs()),
             fix,
         ),
+    }
+}
+
+/// Whether the state directory serves this desired state (or none yet).
+fn serves(state: &Path, dir: &Path) -> Finding {
+    use crate::store::serves::{Served, served_by};
+    let topic = "state directory serves";
+    let ours = Served::dir(dir);
+    match served_by(state) {
+        Ok(None) => Finding::new(
+            Verdict::Ok,
+            topic,
+            format!(
+                "{} serves no desired state yet; the first apply or run records {}",
+                state.display(),
+                ours.desired
+            ),
+            None,
+        ),
+        Ok(Some((theirs, _))) if theirs == ours => Finding::new(
+            Verdict::Ok,
+            topic,
+            format!("{} serves {}", state.display(), ours.desired),
+            None,
+        ),
+        // A warning: the daemon may serve a config repository (--git-url)
+        // that doctor was not given.
+        Ok(Some((theirs, _))) => Finding::new(
+            Verdict::Warn,
+            topic,
+            format!(
+                "{} serves another desired state: {}, not {}; plan, apply and run refuse it",
+                state.display(),
+                theirs.desired,
+                ours.desired
+            ),
+            Some(
+                "give this desired state its own state directory (run from inside it, or --state-dir)",
+            ),
+        ),
+        Err(e) => Finding::new(Verdict::Fail, topic, e.to_string(), None),
     }
 }
 
