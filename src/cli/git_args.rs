@@ -50,6 +50,14 @@ pub struct RemoteArgs {
     /// A fetch may not bring more objects than this
     #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), value_name = "N", requires = "git_url")]
     pub git_max_objects: u64,
+    /// No object of a fetch may inflate to more than this many bytes (a
+    /// pack is compressed: 1 GiB of zeros is 1 MiB on the wire)
+    #[arg(long, default_value_t = crate::git::mirror::DEFAULT_MAX_OBJECT_SIZE, value_parser = clap::value_parser!(u64).range(1024 * 1024..=(1 << 32)), value_name = "BYTES", requires = "git_url")]
+    pub git_max_object_size: u64,
+    /// The memory of the process that fetches (a child of poolwright's own):
+    /// a fetch that needs more is refused, and the daemon is unharmed
+    #[arg(long, default_value_t = crate::git::mirror::DEFAULT_MAX_MEMORY, value_parser = clap::value_parser!(u64).range(64 * 1024 * 1024..=(1 << 36)), value_name = "BYTES", requires = "git_url")]
+    pub git_max_memory: u64,
 }
 
 impl RemoteArgs {
@@ -67,6 +75,8 @@ impl RemoteArgs {
                 timeout: self.git_fetch_timeout,
                 max_bytes: self.git_max_bytes,
                 max_objects: self.git_max_objects,
+                max_object_size: self.git_max_object_size,
+                max_memory: self.git_max_memory,
             },
             preview_refs,
         })

@@ -402,6 +402,10 @@ pub enum Command {
     /// Write the man pages and shell completions into DIR (for packages)
     #[command(hide = true)]
     PackageAssets { dir: PathBuf },
+    /// One fetch of a config repository, asked as JSON on standard input:
+    /// the daemon's fetches run here, in a child whose memory is capped
+    #[command(hide = true)]
+    GitFetchWorker,
 }
 
 /// Options shared by the commands that observe and act.
@@ -713,6 +717,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             output,
         }),
         Command::PackageAssets { dir } => package_assets::write(&dir),
+        Command::GitFetchWorker => crate::git::isolated::worker(),
     }
 }
 

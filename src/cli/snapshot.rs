@@ -192,7 +192,8 @@ pub(super) fn load_remote_ref(
     let tmp = tempfile::Builder::new()
         .prefix("poolwright-plan-")
         .tempdir()?;
-    let mirror = crate::git::mirror::Mirror::open(tmp.path(), opts)?;
+    let mirror =
+        crate::git::mirror::Mirror::open(tmp.path(), opts)?.in_child(std::env::current_exe()?);
     let fetched = mirror.fetch()?;
     let tip = if full == branch_ref {
         fetched.revision.clone()

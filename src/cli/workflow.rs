@@ -102,14 +102,12 @@ pub(super) fn plan(
     out: Option<&Path>,
     forecast: bool,
 ) -> anyhow::Result<u8> {
-    let served = match what {
-        Planning::Dir | Planning::Ref(_) => Served::dir(dir),
-        Planning::Remote(_, remote) => Served::repo(
-            &crate::git::mirror::shown_url(remote.git_url.as_deref().unwrap_or_default()),
-            &remote.git_path,
-        ),
-    };
-    check_state(&common.state_dir, &served)?;
+    // A branch of a remote (`--git-url --git-ref`, a pull request's review)
+    // is planned against the state directory as it is, whether that serves
+    // the repository or a checkout of it; planning changes nothing.
+    if let Planning::Dir | Planning::Ref(_) = what {
+        check_state(&common.state_dir, &Served::dir(dir))?;
+    }
     let loaded = match what {
         Planning::Dir => load(dir).map(|c| (c, source_of(dir))),
         Planning::Ref(r) => load_ref(dir, r)?,

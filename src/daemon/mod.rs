@@ -138,14 +138,7 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
         ),
         None => crate::store::serves::Served::dir(&opts.dir),
     };
-    if crate::store::serves::claim(&state.root, &served, Timestamp::now())?
-        == crate::store::serves::Claim::Earlier
-    {
-        tracing::warn!(
-            "{}",
-            crate::store::serves::earlier_note(&state.root, &served)
-        );
-    }
+    crate::store::serves::check(&state.root, &served)?;
     let source = match &opts.git {
         Some(git) => {
             if let Some(secret) = &git.webhook_secret_file {
@@ -153,7 +146,13 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
                 access::warn_if_readable_by_others("--webhook-secret-file", secret);
             }
             check_trust(git)?;
-            let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?;
+            // Fetched in a child process whose memory is capped: a pack
+            // that inflates past it ends the child, not the daemon.
+            let mirror = crate::git::mirror::Mirror::open(&state.root, git.remote.clone())?
+                .in_child(
+                    std::env::current_exe()
+                        .map_err(|e| anyhow::anyhow!("finding poolwright's own binary: {e}"))?,
+                );
             let remote = source::RemoteSource::new(mirror);
             // A commit in force from before --git-verify was turned on is
             // applied only if it passes the check too.
@@ -169,6 +168,16 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
         }
         None => ConfigSource::new(opts.dir.clone(), opts.git_committed_only)?,
     };
+    // Claimed once every setting checked out: a start refused for a bad
+    // setting claims nothing.
+    if crate::store::serves::claim(&state.root, &served, Timestamp::now())?
+        == crate::store::serves::Claim::Earlier
+    {
+        tracing::warn!(
+            "{}",
+            crate::store::serves::earlier_note(&state.root, &served)
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

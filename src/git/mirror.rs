@@ -27,7 +27,7 @@ use crate::spec::Limits;
 use crate::spec::load::SourceFile;
 
 /// What to fetch, and how.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RemoteOptions {
     pub url: String,
     pub branch: String,
@@ -53,14 +53,23 @@ pub const MAX_PREVIEWS: usize = 50;
 const PREVIEWS_NS: &str = "refs/previews/";
 
 /// The bounds of one fetch.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FetchLimits {
     pub timeout: Duration,
     /// What one fetch may bring, in bytes (a first fetch brings everything).
     pub max_bytes: u64,
     /// Objects in one incoming pack (a first fetch receives them all).
     pub max_objects: u64,
+    /// The most bytes one object may inflate to (the wire bounds say
+    /// nothing of it: a pack is compressed).
+    pub max_object_size: u64,
+    /// The data segment of the process that fetches (see [`isolated`]).
+    pub max_memory: u64,
 }
+
+/// The defaults of `--git-max-object-size` and `--git-max-memory`.
+pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
 
 impl Default for FetchLimits {
     fn default() -> Self {
@@ -68,12 +77,14 @@ impl Default for FetchLimits {
             timeout: Duration::from_secs(300),
             max_bytes: 512 * 1024 * 1024,
             max_objects: 2_000_000,
+            max_object_size: DEFAULT_MAX_OBJECT_SIZE,
+            max_memory: DEFAULT_MAX_MEMORY,
         }
     }
 }
 
 /// Why a fetch gave no new tip. Each says what was asked and what answered.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum FetchError {
     #[error("fetching {url}: {message}")]
     Remote { url: String, message: String },
@@ -87,6 +98,23 @@ pub enum FetchError {
         "fetching {url}: the incoming pack has {count} objects, more than {limit} (--git-max-objects)"
     )]
     TooManyObjects { url: String, count: u64, limit: u64 },
+    #[error(
+        "fetching {url}: an object inflates to {size} bytes, more than {limit} (--git-max-object-size; no desired-state file may exceed 1 MiB)"
+    )]
+    ObjectTooLarge { url: String, size: u64, limit: u64 },
+    #[error(
+        "fetching {url}: the fetch needs more than its {limit} bytes of memory (--git-max-memory): {}",
+        match .largest {
+            Some(n) => format!("the pack declares an object of {n} bytes (--git-max-object-size is {max_object_size})"),
+            None => format!("an object inflates past it (--git-max-object-size is {max_object_size})"),
+        }
+    )]
+    TooMuchMemory {
+        url: String,
+        limit: u64,
+        largest: Option<u64>,
+        max_object_size: u64,
+    },
     #[error("reading the token file {path}: {message}")]
     Token { path: String, message: String },
     #[error("the CA file {path}: {message}")]
@@ -98,7 +126,7 @@ pub enum FetchError {
 }
 
 /// A fetched branch tip.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fetched {
     pub revision: Revision,
     /// Objects received (0 when the tip was already here).
@@ -127,6 +155,8 @@ pub enum Lineage {
 
 /// The daemon's clone.
 pub struct Mirror {
+    /// The state directory it is under.
+    state_root: PathBuf,
     dir: PathBuf,
     /// `dir` with `.in-force`: the commit in force.
     in_force_file: PathBuf,
@@ -134,6 +164,9 @@ pub struct Mirror {
     /// Held while a fetch runs, so a fetch stuck past its deadline (its
     /// thread still blocked on the network) is not joined by another.
     busy: Arc<Mutex<()>>,
+    /// Fetch in a child process of this poolwright binary, its memory
+    /// capped (see [`isolated`]); in this process when `None`.
+    child: Option<PathBuf>,
 }
 
 /// The largest token file read.
@@ -180,11 +213,25 @@ impl Mirror {
                 .with_context(|| format!("creating the clone {}", dir.display()))?;
         }
         Ok(Mirror {
+            state_root: state_root.to_path_buf(),
             in_force_file: dir.with_extension("in-force"),
             dir,
             opts,
             busy: Arc::new(Mutex::new(())),
+            child: None,
         })
+    }
+
+    /// Fetch in a child process of `exe` (the poolwright binary), with its
+    /// memory capped at `--git-max-memory`: the daemon's and `plan
+    /// --git-url`'s fetches.
+    pub fn in_child(mut self, exe: PathBuf) -> Mirror {
+        self.child = Some(exe);
+        self
+    }
+
+    pub(super) fn state_root(&self) -> &Path {
+        &self.state_root
     }
 
     pub fn options(&self) -> &RemoteOptions {
@@ -235,7 +282,7 @@ impl Mirror {
         cmd
     }
 
-    fn local(&self, e: impl std::fmt::Display) -> FetchError {
+    pub(super) fn local(&self, e: impl std::fmt::Display) -> FetchError {
         FetchError::Local {
             path: self.dir.display().to_string(),
             message: e.to_string(),
@@ -266,6 +313,15 @@ impl Mirror {
                 url: self.shown_url(),
             });
         };
+        match &self.child {
+            Some(exe) => super::isolated::fetch_in_child(self, exe, self.opts.limits.max_memory),
+            None => self.fetch_here(),
+        }
+    }
+
+    /// The fetch itself, in this process (the child's part, or a fetch
+    /// not isolated).
+    pub(super) fn fetch_here(&self) -> Result<Fetched, FetchError> {
         let token = match &self.opts.token_file {
             Some(path) => Some(
                 read_regular_text(path, TOKEN_LIMIT)
@@ -299,6 +355,8 @@ impl Mirror {
     ) -> Result<T, FetchError> {
         let interrupt = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
+        let before = self.pack_files();
+        let refs = RefsBackup::take(&self.dir);
         let watcher = Watcher::start(
             self.dir.join("objects").join("pack"),
             self.opts.limits,
@@ -307,8 +365,27 @@ impl Mirror {
         );
         let result = exchange(&interrupt);
         done.store(true, Ordering::SeqCst);
-        let crossed = watcher.join();
+        // The bounds are checked on what was fetched too: a fetch quicker
+        // than the watcher's look, or an object that inflates past the
+        // bound, is refused all the same.
+        let crossed = watcher.join().or_else(|| {
+            let largest = self.largest_since(&before)?;
+            (largest > self.opts.limits.max_object_size).then_some(Crossed::ObjectSize(largest))
+        });
+        if crossed.is_some() {
+            // Nothing of a refused fetch stays: a retry fetches it again,
+            // and is refused again.
+            self.discard_since(&before);
+            if let Some(refs) = refs {
+                refs.restore(&self.dir);
+            }
+        }
         match (crossed, result) {
+            (Some(Crossed::ObjectSize(size)), _) => Err(FetchError::ObjectTooLarge {
+                url: self.shown_url(),
+                size,
+                limit: self.opts.limits.max_object_size,
+            }),
             (Some(Crossed::Time), _) => Err(FetchError::TimedOut {
                 url: self.shown_url(),
                 after: self.opts.limits.timeout,
@@ -503,7 +580,21 @@ impl Mirror {
         };
         let outcome = prepared
             .receive(gix::progress::Discard, interrupt)
-            .map_err(|e| self.remote_err(&e))?;
+            .map_err(|e| {
+                let said = causes(&e);
+                // gix asks for an object's memory before inflating it, and
+                // says so when the cap on this process refuses it.
+                if said.contains("too large to fit in memory") {
+                    FetchError::TooMuchMemory {
+                        url: self.shown_url(),
+                        limit: self.opts.limits.max_memory,
+                        largest: None,
+                        max_object_size: self.opts.limits.max_object_size,
+                    }
+                } else {
+                    self.remote(said)
+                }
+            })?;
         let objects = match &outcome.status {
             gix::remote::fetch::Status::Change {
                 write_pack_bundle, ..
@@ -606,6 +697,41 @@ impl Mirror {
         Ok(Some(Box::new(options)))
     }
 
+    /// The files of the clone's pack directory now.
+    pub(super) fn pack_files(&self) -> std::collections::BTreeSet<PathBuf> {
+        list(&self.dir.join("objects").join("pack"))
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// The largest object the packs added since `before` declare.
+    fn largest_since(&self, before: &std::collections::BTreeSet<PathBuf>) -> Option<u64> {
+        self.pack_files()
+            .difference(before)
+            .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+            .filter_map(|p| super::isolated::largest_object(p))
+            .max()
+    }
+
+    /// Remove what the pack directory gained since `before` (a refused
+    /// fetch's packs, or a child's half-written one); the largest object
+    /// any of it declared.
+    pub(super) fn discard_since(
+        &self,
+        before: &std::collections::BTreeSet<PathBuf>,
+    ) -> Option<u64> {
+        let added: Vec<PathBuf> = self.pack_files().difference(before).cloned().collect();
+        let largest = added
+            .iter()
+            .filter_map(|p| super::isolated::largest_object(p))
+            .max();
+        for p in added {
+            let _ = std::fs::remove_file(p);
+        }
+        largest
+    }
+
     /// How `tip` relates to `in_force`.
     pub fn lineage(&self, in_force: Option<&str>, tip: &str) -> anyhow::Result<Lineage> {
         let Some(in_force) = in_force else {
@@ -688,6 +814,7 @@ enum Crossed {
     Time,
     Bytes,
     Objects(u64),
+    ObjectSize(u64),
 }
 
 /// Watches a running fetch: its time, the size of the pack directory and the
@@ -744,6 +871,54 @@ impl Watcher {
 
     fn join(self) -> Option<Crossed> {
         self.handle.join().ok().flatten()
+    }
+}
+
+/// The clone's refs as they were before a fetch (loose refs and
+/// `packed-refs`), put back when the fetch is refused, so that no ref
+/// points at what it brought.
+struct RefsBackup {
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+impl RefsBackup {
+    /// The most refs kept (a clone has its branch, a few tracking refs and
+    /// at most [`MAX_PREVIEWS`] previews).
+    const MOST: usize = 10_000;
+
+    fn take(git_dir: &Path) -> Option<RefsBackup> {
+        let mut files = Vec::new();
+        let mut dirs = vec![git_dir.join("refs")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).ok()?.flatten() {
+                let t = e.file_type().ok()?;
+                if t.is_dir() {
+                    dirs.push(e.path());
+                } else if t.is_file() {
+                    files.push((e.path(), std::fs::read(e.path()).ok()?));
+                }
+                if files.len() > Self::MOST {
+                    return None;
+                }
+            }
+        }
+        if let Ok(packed) = std::fs::read(git_dir.join("packed-refs")) {
+            files.push((git_dir.join("packed-refs"), packed));
+        }
+        Some(RefsBackup { files })
+    }
+
+    fn restore(self, git_dir: &Path) {
+        let _ = std::fs::remove_dir_all(git_dir.join("refs"));
+        let _ = std::fs::remove_file(git_dir.join("packed-refs"));
+        let _ = std::fs::create_dir_all(git_dir.join("refs/heads"));
+        let _ = std::fs::create_dir_all(git_dir.join("refs/tags"));
+        for (path, bytes) in self.files {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let _ = std::fs::write(path, bytes);
+        }
     }
 }
 

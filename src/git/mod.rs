@@ -1,9 +1,11 @@
 //! Git, read with gix and never by shelling out to `git`: the provenance of a
 //! work tree (`rev`), the desired-state files of a committed tree (`tree`),
-//! the daemon's own clone of a config repo fetched from a remote (`mirror`),
-//! and the push webhooks of the forges that tell it to fetch (`hook`).
+//! the daemon's own clone of a config repo fetched from a remote (`mirror`,
+//! each fetch in a child process whose memory is capped: `isolated`), and
+//! the push webhooks of the forges that tell it to fetch (`hook`).
 
 pub mod hook;
+pub mod isolated;
 pub mod mirror;
 pub mod rev;
 pub mod tree;

@@ -1583,3 +1583,110 @@ fn the_daemon_previews_pull_request_branches_on_push_and_never_acts() {
         |s| s["git"]["inForce"]["commit"] == next.as_str(),
     );
 }
+
+/// The daemon's peak resident memory, from its /proc status.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The measured cases: a 1 GiB blob of zeros is about 1 MiB on the wire,
+/// and took the daemon to about 1.06 GiB of memory during the fetch
+/// (`--git-max-bytes` bounds the wire, not what it inflates to); and a fetch
+/// refused for a bound was put in force by its retry (what it brought was
+/// already in the clone). A fetch runs in a child whose memory is capped,
+/// every object is bounded by `--git-max-object-size`, and nothing a refused
+/// fetch brought stays.
+#[test]
+fn a_compression_bomb_is_refused_in_bounded_memory_and_no_retry_puts_it_in_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Repo::new(tmp.path());
+    let d = start(
+        tmp.path(),
+        &repo.file_url(),
+        &["--git-max-object-size", "1048576"],
+    );
+    d.wait_for(
+        "the first commit fetched and applied",
+        Duration::from_secs(30),
+        web_runs("first fleet"),
+    );
+    let settled = peak_rss_kib(d.child.id());
+
+    // Over the object bound but well within memory: refused on what was
+    // fetched, and refused again by every retry.
+    std::fs::write(repo.work.join("data.bin"), vec![0u8; 2 * 1024 * 1024]).unwrap();
+    let large = repo.commit_image("img-2", "a 2 MiB object");
+    let refused = |s: &Value| {
+        s["git"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--git-max-object-size"))
+    };
+    let s = d.wait_for("the large object refused", Duration::from_secs(30), refused);
+    assert!(
+        s["git"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("2097152 bytes"),
+        "{s:#}"
+    );
+    d.wait_for("two retries", Duration::from_secs(30), |s| {
+        s["git"]["failures"].as_u64() >= Some(3)
+    });
+    let s = d.wait_for("still refused", Duration::from_secs(10), refused);
+    assert_eq!(in_force(&s), "first fleet", "{s:#}");
+    assert!(
+        !d.events().iter().any(|e| e["revision"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(&large[..7]))),
+        "something acted on the refused commit"
+    );
+
+    // The bomb: 1 GiB of zeros, about 1 MiB on the wire.
+    git(&repo.work, &["reset", "-q", "--hard", "HEAD~1"]);
+    let out = Command::new("sh")
+        .current_dir(&repo.work)
+        .args([
+            "-c",
+            "head -c 1073741824 /dev/zero | git hash-object -w --stdin",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let blob = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    git(
+        &repo.work,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},big.bin"),
+        ],
+    );
+    std::fs::write(repo.work.join("pools/web.yaml"), pool("img-3")).unwrap();
+    git(&repo.work, &["add", "pools/web.yaml"]);
+    git(&repo.work, &["commit", "-q", "-m", "a 1 GiB bomb"]);
+    git(&repo.work, &["push", "-q", "-f", "origin", "main"]);
+    let bomb = repo.head();
+    let s = d.wait_for("the bomb refused", Duration::from_secs(120), |s| {
+        s["git"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--git-max-memory"))
+    });
+    assert_eq!(in_force(&s), "first fleet", "{s:#}");
+    let peak = peak_rss_kib(d.child.id());
+    assert!(
+        peak < settled + 100 * 1024,
+        "the daemon grew from {settled} KiB to {peak} KiB while the bomb was fetched"
+    );
+    assert!(
+        !d.events().iter().any(|e| e["revision"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(&bomb[..7]))),
+        "something acted on the bomb"
+    );
+}
