@@ -109,6 +109,29 @@ const GITIGNORE: &str = "# What poolwright writes beside the desired state: its 
 *.plan
 ";
 
+/// The directories between `dir` and `files` that exist and are not real
+/// directories (a link to one included).
+fn planted_dirs<'a>(dir: &Path, files: impl Iterator<Item = &'a Path>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for file in files {
+        let Some(parent) = file.strip_prefix(dir).ok().and_then(Path::parent) else {
+            continue;
+        };
+        let mut at = dir.to_path_buf();
+        for part in parent.components() {
+            at.push(part);
+            let shown = at.display().to_string();
+            if let Ok(m) = at.symlink_metadata()
+                && !m.is_dir()
+                && !out.contains(&shown)
+            {
+                out.push(shown);
+            }
+        }
+    }
+    out
+}
+
 /// Write the scaffold into `dir` (created if missing) and check it loads.
 pub(super) fn init(dir: &Path) -> anyhow::Result<u8> {
     let files: Vec<(PathBuf, String)> = scaffold()
@@ -124,6 +147,17 @@ pub(super) fn init(dir: &Path) -> anyhow::Result<u8> {
         eprintln!(
             "error: {} already exist(s); init writes nothing over a file, so nothing was written",
             present.join(", ")
+        );
+        return Ok(exit::FAILED);
+    }
+    // A directory of the scaffold (`pools/`, `schemas/`) that is a link, or
+    // not a directory, is refused before anything is written: init never
+    // writes through a link someone planted, nor leaves half a scaffold.
+    let planted: Vec<String> = planted_dirs(dir, files.iter().map(|(p, _)| p.as_path()));
+    if !planted.is_empty() {
+        eprintln!(
+            "error: {} is a link or not a directory; init writes only into real directories, so nothing was written",
+            planted.join(", ")
         );
         return Ok(exit::FAILED);
     }
@@ -198,5 +232,35 @@ mod tests {
         );
         assert!(!dir.path().join("providers.yaml").exists());
         assert!(!dir.path().join("pools").exists());
+    }
+
+    /// The red team's case: `pools` (or `schemas`) planted as a link to
+    /// another directory; init wrote through it and left half a scaffold.
+    #[test]
+    fn init_refuses_a_planted_link_and_writes_nothing() {
+        for planted in ["pools", "schemas"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("repo");
+            let elsewhere = tmp.path().join("elsewhere");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, dir.join(planted)).unwrap();
+            assert_eq!(init(&dir).unwrap(), exit::FAILED, "{planted}");
+            assert_eq!(
+                std::fs::read_dir(&elsewhere).unwrap().count(),
+                0,
+                "{planted}: nothing is written through the link"
+            );
+            let written: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(
+                written,
+                vec![std::ffi::OsString::from(planted)],
+                "{planted}"
+            );
+        }
     }
 }
