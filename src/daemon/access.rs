@@ -79,6 +79,23 @@ pub fn warn_if_readable_by_others(flag: &str, path: &std::path::Path) {
 
 impl TcpRules {
     /// Whether the `Host` header names this listener.
+    /// A request line in absolute form (`GET http://other.example/...`)
+    /// names a host too: it must name this listener, as `Host` must (a
+    /// server that read one and routed by the other could be steered).
+    pub fn check_target(&self, uri: &axum::http::Uri) -> Result<(), Denied> {
+        match uri.authority() {
+            None => Ok(()),
+            Some(a) if self.host_allowed(&a.as_str().to_ascii_lowercase()) => Ok(()),
+            Some(_) => Err(Denied(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "the request line names another host than this listener ({}); ask for a path, or name this listener",
+                    self.local
+                ),
+            )),
+        }
+    }
+
     pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Denied> {
         // Two Host headers: which one a proxy in front read is anyone's guess.
         if headers.get_all(header::HOST).iter().count() > 1 {

@@ -74,7 +74,10 @@ pub fn router(state: HttpState) -> Router {
                     if req.uri().path() == super::hooks::PATH {
                         return next.run(req).await;
                     }
-                    match rules.check_host(req.headers()) {
+                    match rules
+                        .check_host(req.headers())
+                        .and_then(|()| rules.check_target(req.uri()))
+                    {
                         Ok(()) => next.run(req).await,
                         Err(denied) => refuse(denied),
                     }

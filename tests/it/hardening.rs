@@ -267,6 +267,22 @@ fn state_changes_need_authority_and_no_foreign_page_or_url_gets_through() {
         ),
     );
     assert_eq!(code, 400, "two Host headers");
+    // A foreign host in the request line (absolute form): refused like a
+    // foreign Host; this listener named there is served.
+    let (code, _) = raw_tcp(
+        &d.url,
+        &format!(
+            "GET http://evil.example/v1/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(code, 421, "a foreign host in the request line");
+    let (code, _) = raw_tcp(
+        &d.url,
+        &format!(
+            "GET http://{host}/v1/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(code, 200, "this listener in the request line");
     let (code, _) = raw_tcp(
         &d.url,
         "GET /v1/status HTTP/1.1\r\nHost: bastion.example\r\nConnection: close\r\n\r\n",

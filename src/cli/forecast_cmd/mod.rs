@@ -58,6 +58,14 @@ fn parse_sets(sets: &[String], config: &Config) -> Result<Vec<SetBudget>, Invali
                 "--set {s:?}: expected POOL.rollout.maxSurge or POOL.rollout.maxUnavailable"
             ))
         })?;
+        // A pool's name is a DNS label: anything else (`../../etc`, which
+        // the first dot splits into "") is said as what it is.
+        if !crate::spec::validate::is_dns_label(pool, 63) {
+            let shown: String = key.chars().take(80).collect();
+            return Err(InvalidValue(format!(
+                "--set {s:?}: {shown:?} does not start with a pool name (lowercase letters, digits and '-', at most 63) followed by .rollout.maxSurge or .rollout.maxUnavailable"
+            )));
+        }
         if !config.pools.contains_key(pool) {
             return Err(InvalidValue(format!(
                 "--set {s:?}: no pool named {pool:?} in the desired state"
@@ -633,5 +641,22 @@ mod tests {
         assert_eq!(human(59.0), "59s");
         assert_eq!(human(61.0), "1m 01s");
         assert_eq!(human(3700.0), "1h 01m");
+    }
+
+    /// The red team's case: `--set ../../etc...` said `no pool named ""`.
+    #[test]
+    fn a_set_that_names_no_pool_says_what_it_expected() {
+        let config = Config::default();
+        let err = parse_sets(&["../../etc/passwd.rollout.maxSurge=1".into()], &config)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not start with a pool name") && !err.contains("no pool named \"\""),
+            "{err}"
+        );
+        let err = parse_sets(&["web.rollout.maxSurge=1".into()], &config)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no pool named \"web\""), "{err}");
     }
 }
