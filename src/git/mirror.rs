@@ -125,6 +125,17 @@ pub enum FetchError {
     Local { path: String, message: String },
 }
 
+/// What a fetch in a child process is asked: the clone (by its state
+/// directory) and how.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Request {
+    pub state_root: PathBuf,
+    pub options: RemoteOptions,
+}
+
+/// A child's answer on its standard output.
+pub type Answer = Result<Fetched, FetchError>;
+
 /// A fetched branch tip.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fetched {
@@ -230,10 +241,6 @@ impl Mirror {
         self
     }
 
-    pub(super) fn state_root(&self) -> &Path {
-        &self.state_root
-    }
-
     pub fn options(&self) -> &RemoteOptions {
         &self.opts
     }
@@ -314,9 +321,62 @@ impl Mirror {
             });
         };
         match &self.child {
-            Some(exe) => super::isolated::fetch_in_child(self, exe, self.opts.limits.max_memory),
+            Some(exe) => self.fetch_in_child(exe),
             None => self.fetch_here(),
         }
+    }
+
+    /// The fetch in a child of `exe` (`poolwright git-fetch-worker`, see
+    /// [`super::isolated`]), its data segment capped at `--git-max-memory`
+    /// and its life at twice the fetch's timeout (its own watcher ends it at
+    /// the timeout). A child that ends without an answer (the cap) leaves
+    /// nothing behind, and the refusal names the object it was inflating
+    /// when the half-written pack still says.
+    fn fetch_in_child(&self, exe: &Path) -> Answer {
+        let limits = self.opts.limits;
+        let request = serde_json::to_vec(&Request {
+            state_root: self.state_root.clone(),
+            options: self.opts.clone(),
+        })
+        .map_err(|e| self.local(e))?;
+        let before = self.pack_files();
+        let ended = super::child::run_capped(
+            exe,
+            "git-fetch-worker",
+            &request,
+            limits.max_memory,
+            limits.timeout * 2 + Duration::from_secs(10),
+        )
+        .map_err(|e| self.local(format!("starting {}: {e}", exe.display())))?;
+        if let Ok(answer) = serde_json::from_slice::<Answer>(&ended.stdout) {
+            return answer;
+        }
+        let largest = self.discard_since(&before);
+        let Some(status) = ended.status else {
+            return Err(FetchError::TimedOut {
+                url: self.shown_url(),
+                after: limits.timeout,
+            });
+        };
+        let said = String::from_utf8_lossy(&ended.stderr);
+        if said.contains("memory allocation") || largest.is_some_and(|n| n > limits.max_object_size)
+        {
+            return Err(FetchError::TooMuchMemory {
+                url: self.shown_url(),
+                limit: limits.max_memory,
+                largest,
+                max_object_size: limits.max_object_size,
+            });
+        }
+        let last = said.lines().last().unwrap_or("").trim();
+        Err(self.local(format!(
+            "the fetch process ended without an answer ({status}){}",
+            if last.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", crate::secrets::redact(last))
+            }
+        )))
     }
 
     /// The fetch itself, in this process (the child's part, or a fetch
@@ -710,7 +770,7 @@ impl Mirror {
         self.pack_files()
             .difference(before)
             .filter(|p| p.extension().is_some_and(|e| e == "pack"))
-            .filter_map(|p| super::isolated::largest_object(p))
+            .filter_map(|p| super::pack::largest_object(p))
             .max()
     }
 
@@ -724,7 +784,7 @@ impl Mirror {
         let added: Vec<PathBuf> = self.pack_files().difference(before).cloned().collect();
         let largest = added
             .iter()
-            .filter_map(|p| super::isolated::largest_object(p))
+            .filter_map(|p| super::pack::largest_object(p))
             .max();
         for p in added {
             let _ = std::fs::remove_file(p);
