@@ -288,43 +288,26 @@ async fn cluster(
     }
 }
 
-/// Whether the state directory serves this desired state (or none yet).
+/// Whether the state directory serves this desired state (or none yet),
+/// by the rule plan, apply and run follow (`store::serves::check`).
 fn serves(state: &Path, dir: &Path) -> Finding {
-    use crate::store::serves::{Served, served_by};
+    use crate::store::serves::{ClaimError, Served, check};
     let topic = "state directory serves";
     let ours = Served::dir(dir);
-    match served_by(state) {
-        Ok(None) => Finding::new(
+    match check(state, &ours) {
+        Ok(()) => Finding::new(
             Verdict::Ok,
             topic,
             format!(
-                "{} serves no desired state yet; the first apply or run records {}",
+                "{} serves {} (or nothing yet: the first apply or run records it)",
                 state.display(),
                 ours.desired
             ),
-            None,
-        ),
-        Ok(Some((theirs, _))) if theirs == ours => Finding::new(
-            Verdict::Ok,
-            topic,
-            format!("{} serves {}", state.display(), ours.desired),
             None,
         ),
         // A warning: the daemon may serve a config repository (--git-url)
         // that doctor was not given.
-        Ok(Some((theirs, _))) => Finding::new(
-            Verdict::Warn,
-            topic,
-            format!(
-                "{} serves another desired state: {}, not {}; plan, apply and run refuse it",
-                state.display(),
-                theirs.desired,
-                ours.desired
-            ),
-            Some(
-                "give this desired state its own state directory (run from inside it, or --state-dir)",
-            ),
-        ),
+        Err(ClaimError::Another(e)) => Finding::new(Verdict::Warn, topic, e.to_string(), None),
         Err(e) => Finding::new(Verdict::Fail, topic, e.to_string(), None),
     }
 }
