@@ -11,6 +11,7 @@ pub mod files;
 pub mod fleet;
 pub mod git;
 pub mod ha;
+pub mod images;
 pub mod kube;
 pub mod model;
 pub mod plan;

@@ -15,6 +15,7 @@ mod doctor;
 mod fleet_cmd;
 mod forecast_cmd;
 mod git_args;
+mod images_cmd;
 mod init_cmd;
 mod package_assets;
 mod plugin_cmd;
@@ -68,6 +69,24 @@ pub struct Cli {
     pub no_color: bool,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `poolwright sim ...`
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// Publish IMAGE to the simulator's catalogue, as a vendor releases one
+    /// (ImageChannels with `source: {sim: ...}` see it at their next ask)
+    #[command(
+        after_help = "Examples:\n  poolwright sim release img-2\n  poolwright sim release img-3 --released 2026-12-01T10:00:00Z"
+    )]
+    Release {
+        image: String,
+        /// When it was released (RFC 3339; default now)
+        #[arg(long, value_name = "TIME")]
+        released: Option<String>,
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -329,6 +348,48 @@ pub enum Command {
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Image channels: each one's image in force, the newest seen and when it
+    /// is eligible, the queued one, the recalls, and each pool's image
+    ///
+    /// From the daemon running on the state directory (its /v1/images), or
+    /// --url; with no daemon, the state directory's record (no pools).
+    #[command(
+        after_help = "Examples:\n  poolwright images\n  poolwright images --url http://bastion:9100 -o json"
+    )]
+    Images {
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The daemon's status address (default: read from STATE/daemon.json)
+        #[arg(long, value_name = "URL", value_parser = parse_daemon_url)]
+        url: Option<String>,
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Recall a bad node image (or undo a recall)
+    ///
+    /// A recall halts nothing by hand: no channel picks the image again, and
+    /// every channel with it in force goes back to its previous good image,
+    /// so its pools roll at once (no soak, no gate) within each pool's own
+    /// budget, policy and maxConcurrentPools. Pools whose files name the
+    /// image are reported, not rolled. Through the daemon's control socket;
+    /// with no daemon, the record is edited and the next apply follows it.
+    #[command(
+        after_help = "Examples:\n  poolwright image recall ami-0bad --reason \"CVE-2026-1234\"\n  poolwright image unrecall ami-0bad --reason \"false alarm\""
+    )]
+    Image {
+        #[arg(value_enum)]
+        action: images_cmd::ImageAction,
+        /// The image id
+        image: String,
+        /// Why (required; recorded with who asked)
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        #[arg(long, env = "POOLWRIGHT_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+        state_dir: PathBuf,
+    },
+    /// The simulator as a vendor: publish an image to its catalogue
+    #[command(subcommand)]
+    Sim(SimCommand),
     /// Provider plug-ins: check one against the contract, or print the contract
     #[command(
         subcommand,
@@ -662,6 +723,22 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             output,
         } => status_cmd::status(&state_dir, url.as_deref(), output),
         Command::Rollout(cmd) => rollout_cmd::run(cmd),
+        Command::Images {
+            state_dir,
+            url,
+            output,
+        } => images_cmd::images(&state_dir, url.as_deref(), output),
+        Command::Image {
+            action,
+            image,
+            reason,
+            state_dir,
+        } => images_cmd::image(action, &image, reason.as_deref(), &state_dir),
+        Command::Sim(SimCommand::Release {
+            image,
+            released,
+            state_dir,
+        }) => images_cmd::sim_release(&image, released.as_deref(), &state_dir),
         Command::Fleet {
             action,
             name,

@@ -53,18 +53,22 @@ pub(super) struct Snapshot {
     pub providers: Providers,
     pub inventory: Inventory,
     pub observed: Observed,
+    /// Each image channel's record as this plan resolved it (`apply`
+    /// keeps it).
+    pub images: crate::images::Images,
 }
 
 /// Observe the pools of `config` and read the journals. `revision` (the
 /// desired state's, `branch@sha`) names the change across pools this
 /// desired state would begin.
 pub(super) async fn snapshot(
-    config: Config,
+    mut config: Config,
     state: &StateDir,
     clock: Arc<dyn Clock>,
     revision: Option<String>,
 ) -> anyhow::Result<Snapshot> {
     let providers = Providers::build(&config, &state.root, clock.clone());
+    let images = resolve_images(&mut config, &providers, state, clock.now()).await?;
     let inventory = Inventory::load(&state.inventory())?;
     let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
     observed.rollouts = Journal::new(state.journal_dir()).all().await?;
@@ -87,7 +91,31 @@ pub(super) async fn snapshot(
         providers,
         inventory,
         observed,
+        images,
     })
+}
+
+/// Each channel the pools follow is asked once; its newest eligible image
+/// is written into its pools (a source that fails keeps the image last in
+/// force, said on stderr).
+async fn resolve_images(
+    config: &mut Config,
+    providers: &Providers,
+    state: &StateDir,
+    now: jiff::Timestamp,
+) -> anyhow::Result<crate::images::Images> {
+    if config.channels.is_empty() {
+        return Ok(crate::images::Images::default());
+    }
+    let record = crate::store::images::load(&crate::store::images::path(&state.root))?;
+    let (images, notes) = crate::reconcile::images::ask_all(config, providers, record, now).await;
+    for n in &notes {
+        if let crate::images::Note::SourceFailed { .. } = n {
+            eprintln!("warning: {}", n.message());
+        }
+    }
+    crate::images::resolve::resolve(config, &images);
+    Ok(images)
 }
 
 pub(super) fn options(common: &Common, clock: &dyn Clock) -> PlanOptions {

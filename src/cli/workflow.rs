@@ -357,6 +357,10 @@ pub(super) fn apply(
         report.outcome(Outcome::Cancelled, 0, &[], "\nApply cancelled.");
         return Ok(exit::FAILED);
     }
+    if !applying_saved && !snap.config.channels.is_empty() {
+        // The images this apply rolls to are the channels' images in force.
+        crate::store::images::save(&crate::store::images::path(&state.root), &snap.images)?;
+    }
     let mut sink = match events {
         Some(path) => EventSink::to_file(path, crate::files::Rotation::default())?,
         None => EventSink::none(),

@@ -48,6 +48,9 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/fleet/{fleet}", get(fleet))
         .route("/v1/fleet/{fleet}/pause", post(fleet_pause))
         .route("/v1/fleet/{fleet}/resume", post(fleet_resume))
+        .route("/v1/images", get(images))
+        .route("/v1/images/{image}/recall", post(image_recall))
+        .route("/v1/images/{image}/unrecall", post(image_unrecall))
         .route("/v1/previews", get(previews))
         .route("/v1/previews/{*git_ref}", get(preview))
         .route(super::hooks::PATH, post(super::hooks::git_hook))
@@ -361,6 +364,41 @@ async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response
     }
 }
 
+/// Every image channel: the image in force, the newest seen and when it is
+/// eligible, the queued one, the recalls, and each pool's image and lag.
+async fn images(State(s): State<HttpState>) -> Response {
+    let view = s.images.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    axum::Json(view).into_response()
+}
+
+async fn image_recall(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    Path(image): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let target = ControlTarget::Image {
+        image,
+        recall: true,
+    };
+    control(state, peer, target, headers, body, ControlAction::Pause).await
+}
+
+async fn image_unrecall(
+    state: State<HttpState>,
+    peer: Extension<Peer>,
+    Path(image): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let target = ControlTarget::Image {
+        image,
+        recall: false,
+    };
+    control(state, peer, target, headers, body, ControlAction::Resume).await
+}
+
 /// Every preview of a branch, summed up (`run --git-url --preview-refs`).
 async fn previews(State(s): State<HttpState>) -> Response {
     match &s.previews {
@@ -509,6 +547,12 @@ async fn control(
         .filter(|r| !r.trim().is_empty());
     // Resuming a halted change across pools overrides what halted it: it
     // needs a reason, for the log and the events.
+    if matches!(target, ControlTarget::Image { .. }) && reason.is_none() {
+        return refuse(Denied(
+            StatusCode::BAD_REQUEST,
+            "recalling an image (or undoing a recall) needs a reason: {\"reason\": \"...\"}".into(),
+        ));
+    }
     if matches!(target, ControlTarget::Fleet(_))
         && action == ControlAction::Resume
         && reason.is_none()

@@ -66,6 +66,11 @@ pub struct ShardMoveLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabels {
+    pub channel: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub event: String,
 }
@@ -130,6 +135,8 @@ pub struct Metrics {
     pub git_last_fetch: Gauge,
     pub git_commits_refused: Family<RefusedLabels, Counter>,
     pub git_webhooks: Family<WebhookLabels, Counter>,
+    pub image_source_failing: Family<ChannelLabels, Gauge>,
+    pub pool_image_age: Family<PoolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -166,6 +173,8 @@ impl Metrics {
             git_last_fetch: Gauge::default(),
             git_commits_refused: Family::default(),
             git_webhooks: Family::default(),
+            image_source_failing: Family::default(),
+            pool_image_age: Family::default(),
             provider_calls: Family::default(),
             provider_errors: Family::default(),
             provider_seconds: Family::new_with_constructor(call_histogram),
@@ -213,6 +222,16 @@ impl Metrics {
             m.shard_handover_seconds.clone(),
         );
         registry.register("pools", "Pools by state", m.pools.clone());
+        registry.register(
+            "image_source_failing",
+            "1 while an image channel's source fails (the image in force stays)",
+            m.image_source_failing.clone(),
+        );
+        registry.register(
+            "pool_image_age_seconds",
+            "How far a pool following an image channel lags it: the release time of the channel's image in force minus that of the image the pool's provider holds (0: in step)",
+            m.pool_image_age.clone(),
+        );
         registry.register(
             "fleet_change_stage",
             "The stage a FleetRollout's change is in (0-based; the number of stages once every stage passed)",

@@ -39,6 +39,8 @@ pub struct HttpState {
     pub previews: Option<Arc<super::previews::Previews>>,
     /// The rollout journals (`/v1/pools/POOL/rollout`).
     pub journal: Arc<crate::store::Journal>,
+    /// Image channels (`/v1/images`).
+    pub images: super::reconciler::images::ImagesView,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.

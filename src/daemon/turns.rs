@@ -41,6 +41,11 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             continue;
         }
         d.reconciler.fleet_tick().await;
+        if d.reconciler.images_tick() {
+            // A queued image came in force as its channel's change ended.
+            reload = Some(Trigger::Files);
+            continue;
+        }
         d.reconciler.dispatch();
         d.reconciler.publish();
         let board = &d.board;
@@ -90,6 +95,11 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             Some(request) = inbox.control.recv() => d.reconciler.control(request).await,
             Some(read) = inbox.gates.recv() => d.reconciler.gate_read(read).await,
             Some(e) = inbox.pool_events.recv() => d.reconciler.pool_event(e).await,
+            Some(a) = inbox.images.recv() => {
+                if d.reconciler.image_answered(a) {
+                    reload = Some(reload.map_or(Trigger::Files, |t| t.merge(Trigger::Files)));
+                }
+            }
             Ok(()) = inbox.leading.changed(), if ha_enabled => {
                 let now = inbox.leading.borrow_and_update().clone();
                 d.metrics.leader.set(i64::from(now.leader()));

@@ -53,6 +53,8 @@ pub(super) struct Inbox {
     /// Pools' events a change across pools must know at once (a rollout
     /// went Degraded, or started to roll back).
     pub pool_events: mpsc::UnboundedReceiver<crate::model::Event>,
+    /// Image channels' sources' answers, asked off the loop.
+    pub images: mpsc::UnboundedReceiver<super::reconciler::images::Asked>,
 }
 
 /// The election task (`--ha`), stopped and its leases released at shutdown.
@@ -214,7 +216,9 @@ pub(super) async fn build(
         hooks,
         previews,
         journal: reconciler.journal(),
+        images: reconciler.images_view(),
     };
+    let images = reconciler.image_answers();
     let listeners = listen(opts, &state, shared, started_at).await?;
 
     let watcher = super::watch::watch(&source, opts.debounce, files_tx)?;
@@ -240,6 +244,7 @@ pub(super) async fn build(
             leading: leading_rx,
             gates,
             pool_events,
+            images,
         },
         election,
         listeners,

@@ -57,6 +57,10 @@ pub struct Change {
     /// Pauses, halts and resumes, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log: Vec<LogEntry>,
+    /// The image this change recalls (its id is `recall IMAGE`): it rolls
+    /// every pool at once, with no soak and no gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,7 +228,6 @@ pub struct Summary {
 impl Change {
     pub fn new(id: String, targets: BTreeMap<String, TemplateHash>, now: Timestamp) -> Change {
         Change {
-            id,
             started_at: now,
             targets,
             status: ChangeStatus::Running,
@@ -233,6 +236,8 @@ impl Change {
             templates: BTreeMap::new(),
             gates: BTreeMap::new(),
             log: Vec::new(),
+            recall: id.strip_prefix("recall ").map(str::to_string),
+            id,
         }
     }
 

@@ -198,7 +198,7 @@ fn halt(d: &mut Decision, rules: &Rules, reason: String, pools: Vec<String>, now
 
 pub fn decide_change(prev: &Change, inp: &Inputs) -> Decision {
     let now = inp.now;
-    let rules = inp.rules;
+    let rules = inp.rules.for_change(prev);
     let mut d = Decision {
         change: prev.clone(),
         notes: Vec::new(),

@@ -25,6 +25,8 @@ pub struct Rules {
     pub gates: Vec<GateRules>,
     /// Each governed pool's stage.
     stage_of: HashMap<String, usize>,
+    /// The rules of a recall's change, made once when first needed.
+    recall: std::sync::OnceLock<Box<Rules>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -102,7 +104,36 @@ impl Rules {
                 .collect(),
             stages,
             stage_of,
+            recall: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The rules a change follows: its FleetRollout's, or for a recall
+    /// (`recall IMAGE`), one stage of every pool in stage order, with no
+    /// soak and no gate: a recall waits for nothing but `maxConcurrentPools`
+    /// and each pool's own budget and policy.
+    pub fn for_change(&self, change: &super::Change) -> &Rules {
+        if change.recall.is_none() {
+            return self;
+        }
+        self.recall.get_or_init(|| {
+            let pools: Vec<String> = self.stages.iter().flat_map(|s| s.pools.clone()).collect();
+            let stage_of = pools.iter().map(|p| (p.clone(), 0)).collect();
+            Box::new(Rules {
+                fleet: self.fleet.clone(),
+                stages: vec![StageRules {
+                    name: "recall".into(),
+                    soak: Duration::ZERO,
+                    pools,
+                }],
+                max_concurrent: self.max_concurrent,
+                failed_pools: self.failed_pools,
+                on_halt: self.on_halt,
+                gates: Vec::new(),
+                stage_of,
+                recall: std::sync::OnceLock::new(),
+            })
+        })
     }
 
     /// The stage of a governed pool.
@@ -138,6 +169,7 @@ impl Rules {
             on_halt,
             gates,
             stage_of,
+            recall: std::sync::OnceLock::new(),
         }
     }
 }

@@ -134,6 +134,7 @@ pub fn stage_waits(change: &Change, rules: &Rules, stage: usize) -> String {
 }
 
 pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
+    let rules = rules.for_change(change);
     let (fleet, id) = (rules.fleet.clone(), change.id.clone());
     let record = change.pools.get(pool);
     match &change.status {

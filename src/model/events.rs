@@ -92,6 +92,13 @@ event_kinds! {
     GitFetchFailed = "git_fetch_failed",
     CommitApplied = "commit_applied",
     CommitRefused = "commit_refused",
+    // Images that follow a channel (`kind: ImageChannel`).
+    ImageEligible = "image_eligible",
+    ImageQueued = "image_queued",
+    ImageSourceFailed = "image_source_failed",
+    ImageSourceRecovered = "image_source_recovered",
+    ImageRecalled = "image_recalled",
+    ImageUnrecalled = "image_unrecalled",
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +204,31 @@ pub struct Event {
     pub phase: Option<super::phase::Phase>,
 }
 
+impl Event {
+    /// An event of `pool` (empty for one of the whole desired state) with
+    /// nothing more than its message; the sink stamps the rest.
+    pub fn new(
+        ts: jiff::Timestamp,
+        pool: impl Into<String>,
+        event: EventKind,
+        message: impl Into<String>,
+    ) -> Event {
+        Event {
+            ts,
+            pool: pool.into(),
+            event,
+            node: None,
+            counts: None,
+            message: message.into(),
+            revision: None,
+            by: None,
+            fleet: None,
+            since: None,
+            phase: None,
+        }
+    }
+}
+
 /// A FleetRollout and one of its changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -296,6 +328,12 @@ mod tests {
                 "git_fetch_failed",
                 "commit_applied",
                 "commit_refused",
+                "image_eligible",
+                "image_queued",
+                "image_source_failed",
+                "image_source_recovered",
+                "image_recalled",
+                "image_unrecalled",
             ]
         );
         for k in EventKind::ALL {

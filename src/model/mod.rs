@@ -7,6 +7,7 @@
 
 pub mod events;
 pub mod hold;
+pub mod image;
 pub mod inventory;
 pub mod latency;
 pub mod phase;
@@ -233,7 +234,11 @@ impl PoolSpec {
             size,
             autoscaling,
             template: NodeTemplate {
-                image: t.image.clone(),
+                image: t
+                    .image
+                    .as_ref()
+                    .and_then(crate::spec::types::ImageRef::id)
+                    .map(str::to_string),
                 instance_type: t.instance_type.clone(),
                 kubernetes_version: t.kubernetes_version.clone(),
                 launch_template: t.aws.as_ref().map(|a| a.launch_template.value.clone()),

@@ -24,6 +24,10 @@ pub struct AttrChange {
     pub after: Option<Value>,
     /// A change to this attribute replaces nodes.
     pub forces_replacement: bool,
+    /// Where the value comes from, when not the files: `channel eks-131,
+    /// released 2026-12-01 10:00 UTC, 6d old`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl AttrChange {
@@ -113,6 +117,7 @@ pub(super) fn diff(
                 before,
                 after,
                 forces_replacement: forces,
+                source: None,
             })
         })
         .collect()

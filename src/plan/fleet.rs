@@ -133,7 +133,8 @@ pub fn stage_plans<'a>(
     views
         .into_iter()
         .map(|(name, view)| {
-            let (rules, c) = (&view.rules, &view.change);
+            let c = &view.change;
+            let rules = view.rules.for_change(c);
             let current = current_stage(c, rules);
             let stages = rules
                 .stages

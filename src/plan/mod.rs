@@ -5,6 +5,7 @@
 //! digests of what it was computed from, so a stale plan is refused.
 
 mod attributes;
+pub mod channel;
 mod digest;
 pub mod fleet;
 mod hold;
@@ -14,6 +15,7 @@ mod planner;
 pub mod render;
 
 pub use attributes::{AttrChange, Value};
+pub use channel::{age, age_span};
 pub use digest::{config_digest, observed_digest, work_key};
 pub use hold::{Hold, HumanWait};
 pub use planner::{Observed, PlanOptions, plan, plan_one, target_size};

@@ -268,7 +268,9 @@ fn plan_pool(
     p.prevent_destroy = doc.spec.lifecycle.prevent_destroy;
     p.cluster = doc.spec.cluster_ref.as_ref().map(|c| c.value.clone());
     let Some(obs) = observed.pools.get(cx.name) else {
-        return cx.absent(p);
+        let mut p = cx.absent(p);
+        super::channel::annotate(&mut p, doc, opts.now);
+        return p;
     };
     if !cx.adopt(&mut p) {
         return p;
@@ -313,6 +315,7 @@ fn plan_pool(
     preflight(&mut p, doc, observed, obs, rolled_to, due.aging.as_ref());
     cx.policy(&mut p);
     cx.headline(&mut p, obs, &want, &due, journal, resuming);
+    super::channel::annotate(&mut p, doc, opts.now);
     p
 }
 
@@ -352,6 +355,21 @@ impl<'a> Pool<'a> {
     /// nothing is planned, and the plan says why.
     fn unplannable(&self) -> Option<PoolPlan> {
         let (name, provider) = (self.name, self.provider);
+        if let Some(crate::spec::types::ImageRef::Channel {
+            channel,
+            resolved: Some(Err(why)),
+        }) = &self.doc.spec.template.image
+        {
+            return Some(base(
+                name,
+                provider,
+                Headline::Error,
+                format!(
+                    "image channel {} has no image in force: {why}; nothing is planned for the pool until it has one",
+                    channel.value
+                ),
+            ));
+        }
         if let Some(err) = self.observed.unreachable.get(provider) {
             return Some(base(
                 name,

@@ -170,6 +170,14 @@ fn render_map_change(
     let _ = writeln!(out, "{indent}  }}");
 }
 
+/// ` (channel eks-131, released ..., 6d old)` for a value the files do not hold.
+fn from(a: &AttrChange) -> String {
+    a.source
+        .as_ref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default()
+}
+
 fn render_attributes(out: &mut String, style: Style, attrs: &[AttrChange]) {
     let indent = "      ";
     let shown: Vec<&AttrChange> = attrs.iter().filter(|a| a.is_changed()).collect();
@@ -178,7 +186,13 @@ fn render_attributes(out: &mut String, style: Style, attrs: &[AttrChange]) {
         let name = format!("{:width$}", a.name);
         match (&a.before, &a.after) {
             (None, Some(v)) => {
-                let _ = writeln!(out, "{indent}{} {name} = {}", style.green("+"), show(v));
+                let _ = writeln!(
+                    out,
+                    "{indent}{} {name} = {}{}",
+                    style.green("+"),
+                    show(v),
+                    from(a)
+                );
             }
             (Some(v), None) => {
                 let _ = writeln!(
@@ -199,10 +213,11 @@ fn render_attributes(out: &mut String, style: Style, attrs: &[AttrChange]) {
                 };
                 let _ = writeln!(
                     out,
-                    "{indent}{} {name} = {} -> {}{forces}",
+                    "{indent}{} {name} = {} -> {}{}{forces}",
                     style.yellow("~"),
                     show(b),
-                    show(v)
+                    show(v),
+                    from(a)
                 );
             }
             (None, None) => {}

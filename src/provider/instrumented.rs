@@ -143,4 +143,13 @@ impl Provider for Instrumented {
         self.timed("reimage_node", self.inner.reimage_node(pool, node, key))
             .await
     }
+
+    async fn channel_images(
+        &self,
+        channel: &str,
+        source: &crate::spec::types::ChannelSource,
+    ) -> Result<Vec<crate::model::image::Release>> {
+        self.timed("channel_images", self.inner.channel_images(channel, source))
+            .await
+    }
 }

@@ -214,6 +214,21 @@ pub trait Provider: Send + Sync {
         Ok(())
     }
 
+    /// The images a channel's source offers (`kind: ImageChannel`), each
+    /// with its release time. One call per channel, whatever its pools.
+    async fn channel_images(
+        &self,
+        channel: &str,
+        source: &crate::spec::types::ChannelSource,
+    ) -> Result<Vec<crate::model::image::Release>> {
+        let _ = source;
+        Err(ProviderError::new(
+            format!("ChannelImages({channel})"),
+            ErrorKind::Unsupported,
+            format!("provider {} publishes no images", self.name()),
+        ))
+    }
+
     /// Reimage one node onto the current template (only with `capabilities().reimage`).
     async fn reimage_node(&self, pool: &str, node: &str, key: &OpKey) -> Result<()> {
         let _ = (node, key);

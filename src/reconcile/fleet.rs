@@ -162,6 +162,20 @@ impl FleetDriver {
         }
     }
 
+    /// Whether a change of the FleetRollout governing `pool` is in flight
+    /// (running or paused: not completed, not halted, and not superseded).
+    pub fn in_flight(&self, pool: &str) -> bool {
+        self.governor
+            .get(pool)
+            .and_then(|f| self.fleets.get(f)?.state.as_ref())
+            .is_some_and(|s| {
+                matches!(
+                    s.change.status,
+                    ChangeStatus::Running | ChangeStatus::Paused { .. }
+                )
+            })
+    }
+
     /// The FleetRollout governing `pool`, if one does.
     pub fn governs(&self, pool: &str) -> Option<&str> {
         self.governor.get(pool).map(String::as_str)
@@ -320,14 +334,15 @@ impl FleetDriver {
     pub fn due_gates(&mut self, now: Timestamp) -> Vec<(String, GateRules)> {
         let mut out = Vec::new();
         for (name, t) in &mut self.fleets {
-            let running = t
+            let Some(change) = t
                 .state
                 .as_ref()
-                .is_some_and(|s| matches!(s.change.status, ChangeStatus::Running));
-            if !running {
+                .map(|s| &s.change)
+                .filter(|c| matches!(c.status, ChangeStatus::Running))
+            else {
                 continue;
-            }
-            for g in &t.rules.gates {
+            };
+            for g in &t.rules.for_change(change).gates {
                 let due = t.gates_due.get(&g.name).copied().unwrap_or(now);
                 if due <= now {
                     let next = now
@@ -634,8 +649,8 @@ impl FleetDriver {
             .iter()
             .map(|(name, t)| {
                 let change = t.state.as_ref().map(|s| &s.change);
-                let stages = t
-                    .rules
+                let rules = change.map_or(&*t.rules, |c| t.rules.for_change(c));
+                let stages = rules
                     .stages
                     .iter()
                     .map(|s| {

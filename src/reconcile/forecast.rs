@@ -178,6 +178,7 @@ impl Latencies {
             // its own).
             zones: base.zones.clone(),
             node_labels: base.node_labels.clone(),
+            images: Vec::new(),
         };
         let mut from_history = Vec::new();
         let mut fitted = Fitted::default();

@@ -10,6 +10,7 @@ pub mod executor;
 pub mod fleet;
 pub mod forecast;
 pub mod gates;
+pub mod images;
 pub mod observe;
 pub mod retry;
 pub mod stop;

@@ -10,7 +10,8 @@ use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError};
 use super::diag::{Diagnostic, did_you_mean, one_of};
 use super::located::{At, LineOffset, Pos};
 use super::types::{
-    API_VERSION, ClusterDoc, DisruptionPolicyDoc, FleetRolloutDoc, KINDS, NodePoolDoc, ProviderDoc,
+    API_VERSION, ClusterDoc, DisruptionPolicyDoc, FleetRolloutDoc, ImageChannelDoc, KINDS,
+    NodePoolDoc, ProviderDoc,
 };
 
 /// Name of a gitignore-style file that excludes paths from loading (for example
@@ -57,6 +58,7 @@ pub enum Document {
     NodePool(Box<NodePoolDoc>),
     DisruptionPolicy(DisruptionPolicyDoc),
     FleetRollout(Box<FleetRolloutDoc>),
+    ImageChannel(Box<ImageChannelDoc>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -444,6 +446,9 @@ fn parse_document(
             }
             "FleetRollout" => {
                 Document::FleetRollout(Box::new(serde_saphyr::from_str_with_options(text, opts)?))
+            }
+            "ImageChannel" => {
+                Document::ImageChannel(Box::new(serde_saphyr::from_str_with_options(text, opts)?))
             }
             _ => Document::NodePool(Box::new(serde_saphyr::from_str_with_options(text, opts)?)),
         })

@@ -37,6 +37,7 @@ kind_marker!(ClusterKind, "Cluster");
 kind_marker!(NodePoolKind, "NodePool");
 kind_marker!(DisruptionPolicyKind, "DisruptionPolicy");
 kind_marker!(FleetRolloutKind, "FleetRollout");
+kind_marker!(ImageChannelKind, "ImageChannel");
 
 /// The kinds this release understands, in the order they are documented.
 pub const KINDS: &[&str] = &[
@@ -45,6 +46,7 @@ pub const KINDS: &[&str] = &[
     "NodePool",
     "DisruptionPolicy",
     "FleetRollout",
+    "ImageChannel",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -196,6 +198,21 @@ pub struct SimProvider {
     /// `{"poolwright.io/drain-priority": ["2", "1"]}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_labels: BTreeMap<String, Vec<String>>,
+    /// Images the simulator's catalogue holds from the start, as a vendor
+    /// published them (`poolwright sim release` publishes more).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
+    pub images: Vec<SimImage>,
+}
+
+/// An image in the simulator's catalogue.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SimImage {
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+    /// When it was released: RFC 3339 (`2026-12-01T10:00:00Z`).
+    pub released: At<String>,
 }
 
 impl SimProvider {
@@ -229,6 +246,7 @@ impl Default for SimProvider {
             failures: SimFailures::default(),
             zones: Vec::new(),
             node_labels: BTreeMap::new(),
+            images: Vec::new(),
         }
     }
 }
@@ -494,8 +512,10 @@ pub struct Autoscaling {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Template {
+    /// An image id (`ami-0abc…`, `img-2`), or `{channel: NAME}`: the newest
+    /// eligible image of that `ImageChannel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
+    pub image: Option<ImageRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1202,6 +1222,214 @@ pub enum IgnoredAttribute {
     Tags,
 }
 
+// ---------------------------------------------------------------- ImageChannel
+
+/// Where a pool's image comes from: a data source in Terraform's sense. A
+/// pool says `template: {image: {channel: NAME}}`; the channel says where
+/// images are published and which of them are eligible.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageChannelDoc {
+    pub api_version: ApiVersion,
+    pub kind: ImageChannelKind,
+    pub metadata: Metadata,
+    pub spec: At<ImageChannelSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageChannelSpec {
+    pub source: At<ChannelSource>,
+    /// An image younger than this is not eligible yet (default 0s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_release_age: Option<At<Duration>>,
+    /// Images never picked (at most 1,000).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
+    pub deny: Vec<String>,
+    /// How often the daemon asks the source (default 10m; 10s to 1d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<At<Duration>>,
+}
+
+/// Exactly one source of images.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub enum ChannelSource {
+    /// An SSM parameter holding an AMI id, or the newest AMI matching a name.
+    Aws(AwsImageSource),
+    /// An HTTP plug-in's `GET /v1/channels/{name}/images`.
+    Http(ProviderImageSource),
+    /// The simulator's catalogue (`poolwright sim release`).
+    Sim(ProviderImageSource),
+}
+
+impl ChannelSource {
+    /// The provider asked, and the type it must be.
+    pub fn provider(&self) -> (&At<String>, &'static str) {
+        match self {
+            ChannelSource::Aws(a) => (&a.provider, "aws"),
+            ChannelSource::Http(h) => (&h.provider, "http"),
+            ChannelSource::Sim(s) => (&s.provider, "sim"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProviderImageSource {
+    /// The `Provider` document asked for images.
+    pub provider: At<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsImageSource {
+    /// The `Provider` (type aws) whose credentials and region are used.
+    pub provider: At<String>,
+    /// An SSM parameter whose value is an AMI id (EKS publishes
+    /// `/aws/service/eks/optimized-ami/...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub ssm_parameter: Option<At<String>>,
+    /// The newest AMI (by creation date) of these owners matching a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<At<AwsImageFilter>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsImageFilter {
+    #[schemars(length(min = 1, max = 20))]
+    pub owners: Vec<String>,
+    /// A name pattern (`*` matches anything), as EC2's `name` filter takes.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+}
+
+/// A pool's image: written as an id, or as `{channel: NAME}`. A channel's
+/// image is resolved when a plan is made ([`ResolvedImage`]), from what the
+/// channel's source last said; the files never hold it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageRef {
+    Id(String),
+    Channel {
+        channel: At<String>,
+        /// `None` until resolved; an error when the channel has no image
+        /// in force (its source never answered), saying why.
+        resolved: Option<Result<ResolvedImage, String>>,
+    },
+}
+
+/// The image a channel gives a pool, and what a plan says of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedImage {
+    pub image: String,
+    pub released: jiff::Timestamp,
+    /// A newer image, not eligible until `next_eligible_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_eligible_at: Option<jiff::Timestamp>,
+    /// An eligible image waiting for the change in flight to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<String>,
+    /// The image is in force because this one was recalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_of: Option<String>,
+    /// Why the source's last answer did not count, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_error: Option<String>,
+}
+
+impl ImageRef {
+    /// The image id in force: as written, or as the channel resolved it.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            ImageRef::Id(s) => Some(s),
+            ImageRef::Channel { resolved, .. } => {
+                Some(resolved.as_ref()?.as_ref().ok()?.image.as_str())
+            }
+        }
+    }
+
+    pub fn channel(&self) -> Option<&At<String>> {
+        match self {
+            ImageRef::Channel { channel, .. } => Some(channel),
+            ImageRef::Id(_) => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ImageRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ImageRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an image id, or {channel: NAME} naming an ImageChannel")
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<ImageRef, E> {
+                Ok(ImageRef::Id(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ImageRef, A::Error> {
+                let mut channel = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "channel" {
+                        return Err(A::Error::unknown_field(&key, &["channel"]));
+                    }
+                    if channel.is_some() {
+                        return Err(A::Error::duplicate_field("channel"));
+                    }
+                    channel = Some(map.next_value::<At<String>>()?);
+                }
+                let channel = channel.ok_or_else(|| A::Error::missing_field("channel"))?;
+                Ok(ImageRef::Channel {
+                    channel,
+                    resolved: None,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for ImageRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            ImageRef::Id(id) => s.serialize_str(id),
+            ImageRef::Channel { channel, .. } => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("channel", &channel.value)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl JsonSchema for ImageRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ImageRef".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An image id, or {channel: NAME}: the newest eligible image of that ImageChannel.",
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 1024},
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["channel"],
+                    "properties": {"channel": {"type": "string", "minLength": 1, "maxLength": 63}}
+                }
+            ]
+        })
+    }
+}
+
 // ---------------------------------------------------------------- Schema root
 
 /// Any one document of the desired-state format (used for the JSON Schema only;
@@ -1215,4 +1443,5 @@ pub enum AnyDocument {
     NodePool(NodePoolDoc),
     DisruptionPolicy(DisruptionPolicyDoc),
     FleetRollout(FleetRolloutDoc),
+    ImageChannel(ImageChannelDoc),
 }

@@ -34,6 +34,8 @@ pub struct Config {
     pub fleets: BTreeMap<String, Entry<FleetRolloutDoc>>,
     /// Which FleetRollout governs each pool, and in which stage it rolls.
     pub staging: Staging,
+    /// Where pools' images come from (`kind: ImageChannel`).
+    pub channels: BTreeMap<String, Entry<ImageChannelDoc>>,
 }
 
 impl Config {
@@ -215,6 +217,11 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
                 let name = d.metadata.name.clone();
                 insert_unique(&mut c, &mut config.fleets, "FleetRollout", name, pos, *d);
             }
+            Document::ImageChannel(d) => {
+                check_channel(&mut c, &d);
+                let name = d.metadata.name.clone();
+                insert_unique(&mut c, &mut config.channels, "ImageChannel", name, pos, *d);
+            }
             Document::DisruptionPolicy(d) => {
                 // A shared policy must make sense on its own, whoever uses it.
                 check_rules(&mut c, &d.spec.value, d.spec.pos, false);
@@ -232,9 +239,125 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
     check_references(&config, diags);
+    check_channel_references(&config, diags);
     resolve_disruption(&mut config, diags);
     resolve_staging(&mut config, diags);
     config
+}
+
+/// Most entries of an ImageChannel's deny list.
+pub const MAX_DENY: usize = 1000;
+/// How often a channel's source may be asked, at most and at least.
+const MIN_CHANNEL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+const MAX_CHANNEL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// An ImageChannel's own values.
+fn check_channel(c: &mut Checker, d: &ImageChannelDoc) {
+    let spec = &d.spec;
+    let at = spec.pos;
+    if spec.deny.len() > MAX_DENY {
+        c.error(
+            at,
+            format!(
+                "deny lists {} images: at most {MAX_DENY} (a recall, `poolwright image recall`, keeps a bad image out without a list in the files)",
+                spec.deny.len()
+            ),
+        );
+    } else if let Some(bad) = spec
+        .deny
+        .iter()
+        .find(|i| i.is_empty() || i.len() > MAX_TEMPLATE_STRING)
+    {
+        let shown: String = bad.chars().take(40).collect();
+        c.error(
+            at,
+            format!("deny entry {shown:?}: an image id of 1 to {MAX_TEMPLATE_STRING} bytes"),
+        );
+    }
+    if let Some(i) = &spec.interval
+        && !(MIN_CHANNEL_INTERVAL..=MAX_CHANNEL_INTERVAL).contains(&i.value.as_std())
+    {
+        c.error(
+            i.pos.or(at),
+            format!("interval must be from 10s to 24h, not {}", i.value),
+        );
+    }
+    if let ChannelSource::Aws(a) = &spec.source.value {
+        let pos = spec.source.pos.or(at);
+        match (&a.ssm_parameter, &a.images) {
+            (Some(_), Some(_)) | (None, None) => c.error(
+                pos,
+                "source.aws needs exactly one of ssmParameter (an SSM parameter holding an AMI id) or images (owners and a name pattern)",
+            ),
+            (Some(p), None) if !p.starts_with('/') || p.len() > 2048 => c.error(
+                p.pos.or(pos),
+                format!("ssmParameter {:?} is not an SSM parameter path (/aws/service/...)", p.value),
+            ),
+            (None, Some(f)) if f.owners.is_empty() || f.owners.len() > 20 || f.name.is_empty() || f.name.len() > 256 => c.error(
+                f.pos.or(pos),
+                "images needs 1 to 20 owners and a name pattern of 1 to 256 characters",
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Every pool's channel exists; every channel's provider is of its type; a
+/// channel no pool follows is said (it is asked for nothing).
+fn check_channel_references(config: &Config, diags: &mut Vec<Diagnostic>) {
+    let names: Vec<&str> = config.channels.keys().map(String::as_str).collect();
+    let mut used = std::collections::HashSet::new();
+    for entry in config.pools.values() {
+        let spec = &entry.doc.spec;
+        let Some(channel) = spec.template.image.as_ref().and_then(ImageRef::channel) else {
+            continue;
+        };
+        used.insert(channel.as_str());
+        if !config.channels.contains_key(channel.as_str()) {
+            Checker {
+                file: &entry.file,
+                diags,
+            }
+            .error(
+                channel.pos.or(spec.pos),
+                dangling(
+                    "template.image.channel",
+                    "ImageChannel",
+                    channel.as_str(),
+                    &names,
+                ),
+            );
+        }
+    }
+    let providers: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+    for (name, e) in &config.channels {
+        let mut c = Checker {
+            file: &e.file,
+            diags,
+        };
+        let (provider, ty) = e.doc.spec.source.provider();
+        match config.providers.get(provider.as_str()) {
+            None => c.error(
+                provider.pos.or(e.doc.spec.pos),
+                dangling("source provider", "Provider", provider.as_str(), &providers),
+            ),
+            Some(p) if p.doc.spec.type_name() != ty => c.error(
+                provider.pos.or(e.doc.spec.pos),
+                format!(
+                    "a {ty} source needs a provider of type {ty}, but provider {:?} is of type {}",
+                    provider.value,
+                    p.doc.spec.type_name()
+                ),
+            ),
+            Some(_) => {}
+        }
+        if !used.contains(name.as_str()) {
+            c.warning(
+                e.doc.metadata.name.pos.or(e.pos),
+                format!("ImageChannel {name:?} is followed by no pool (no template.image.channel names it): it is never asked"),
+            );
+        }
+    }
 }
 
 /// Most stages and gates a FleetRollout may have.
@@ -929,6 +1052,20 @@ fn check_sim(c: &mut Checker, sim: &SimProvider, pos: Pos) {
         );
     }
     check_sim_placement(c, sim, pos);
+    for i in &sim.images {
+        if let Err(e) = i.released.parse::<jiff::Timestamp>() {
+            c.error(
+                i.released.pos.or(pos),
+                format!("images: released {:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {e}", i.released.value),
+            );
+        }
+        if i.image.is_empty() || i.image.len() > MAX_TEMPLATE_STRING {
+            c.error(
+                pos,
+                format!("images: an image id of 1 to {MAX_TEMPLATE_STRING} bytes"),
+            );
+        }
+    }
     let f = &sim.failures;
     let probabilities = [
         ("neverHealthy", f.never_healthy),
@@ -1040,7 +1177,10 @@ const MAX_ANNOTATION_VALUE: usize = 64 * 1024;
 fn check_template_lengths(c: &mut Checker, spec: &At<NodePoolSpec>) {
     let t = &spec.template;
     let mut long: Vec<(String, usize, usize)> = [
-        ("image", &t.image),
+        (
+            "image",
+            &t.image.as_ref().and_then(ImageRef::id).map(str::to_string),
+        ),
         ("instanceType", &t.instance_type),
         ("kubernetesVersion", &t.kubernetes_version),
     ]

@@ -3,6 +3,7 @@
 //! that keeps two writers apart, and atomic file replacement.
 
 pub mod fleet;
+pub mod images;
 mod inventory;
 pub mod journal;
 pub mod latency;

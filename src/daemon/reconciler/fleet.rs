@@ -116,6 +116,11 @@ impl Fleet {
     }
 
     /// The next instant something of the fleets is due.
+    /// Whether the change governing `pool` is in flight (running or paused).
+    pub fn in_flight(&self, pool: &str) -> bool {
+        self.driver.in_flight(pool)
+    }
+
     pub fn next_due(&self) -> Option<Timestamp> {
         [self.driver.next_due(), self.next_refresh]
             .into_iter()
@@ -127,13 +132,16 @@ impl Fleet {
 impl Reconciler {
     /// The change id of a desired state: its revision, or a digest.
     fn change_id(
-        &self,
+        &mut self,
     ) -> impl Fn(&BTreeMap<String, crate::model::TemplateHash>) -> String + use<> {
-        let revision = self
-            .in_force
-            .as_ref()
-            .and_then(|f| f.revision.as_ref())
-            .map(|r| r.short());
+        // A change an image brought is named by it (`channel NAME@IMAGE`,
+        // `recall IMAGE`), whatever the revision.
+        let revision = self.image_change_id().or_else(|| {
+            self.in_force
+                .as_ref()
+                .and_then(|f| f.revision.as_ref())
+                .map(|r| r.short())
+        });
         move |targets| {
             revision
                 .clone()

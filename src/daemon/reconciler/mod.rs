@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 mod authority;
 mod batch;
 pub mod fleet;
+pub mod images;
 mod projection;
 mod publish;
 mod reload;
@@ -72,6 +73,12 @@ pub enum ControlTarget {
     Pool(String),
     /// A FleetRollout (or the id of its change).
     Fleet(String),
+    /// A node image (`image recall` when `recall`, else `image unrecall`;
+    /// the action is not read): any id, checked for its form only.
+    Image {
+        image: String,
+        recall: bool,
+    },
 }
 
 pub struct ControlRequest {
@@ -208,6 +215,8 @@ pub struct Reconciler {
     observed_tx: mpsc::UnboundedSender<Observation>,
     /// What previews of branches are planned against (`run --git-url`).
     previews: Option<crate::daemon::previews::PreviewFeed>,
+    /// Image channels: their record, when each is asked next.
+    images: images::Channels,
 }
 
 impl Reconciler {
@@ -231,7 +240,9 @@ impl Reconciler {
         let schedule = Schedule::new(now, settings.resync);
         let end = schedule.resync_end(now);
         board.update(|d| d.reconcile.next_resync_at = Some(end));
+        let images = images::Channels::open(&state.root)?;
         Ok(Reconciler {
+            images,
             schedule,
             workers: Workers::new(settings.parallelism, done_tx),
             settings,
@@ -414,6 +425,7 @@ impl Reconciler {
         [
             self.schedule.next_due(self.in_force.is_some()),
             self.fleet.next_due(),
+            self.images_due(),
         ]
         .into_iter()
         .flatten()
@@ -517,12 +529,16 @@ impl Reconciler {
     pub fn publish(&mut self) {
         self.publish_fleets_if_due();
         if let Some(in_force) = &self.in_force {
-            self.views.publish(
+            let published = self.views.publish(
                 self.schedule.is_idle(),
                 self.source.dir(),
                 in_force,
                 self.settings.dry_run,
             );
+            // Each channel's pools, and the image each runs, follow the plans.
+            if published && !in_force.config.channels.is_empty() {
+                self.images_publish();
+            }
         }
     }
 

@@ -87,12 +87,12 @@ impl Views {
         dir: &std::path::Path,
         in_force: &InForce,
         dry_run: bool,
-    ) {
+    ) -> bool {
         let Some(due) = self.due(idle) else {
-            return;
+            return false;
         };
         if Instant::now() < due {
-            return;
+            return false;
         }
         self.dirty = false;
         self.last_published = Some(Instant::now());
@@ -132,5 +132,6 @@ impl Views {
             json: OnceLock::new(),
         };
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(latest));
+        true
     }
 }

@@ -103,7 +103,7 @@ impl Reconciler {
                 tracing::warn!("{d}");
             }
         }
-        let Some(config) = loaded.report.config else {
+        let Some(mut config) = loaded.report.config else {
             let errors: Vec<String> = loaded.report.errors().map(|d| d.to_string()).collect();
             self.metrics.config_load_errors.inc();
             self.metrics.config_valid.set(0);
@@ -126,6 +126,8 @@ impl Reconciler {
             return;
         };
         self.metrics.config_valid.set(1);
+        // Each channel's image in force, written into its pools.
+        crate::images::resolve::resolve(&mut config, &self.images.record);
         let changed = self
             .in_force
             .as_ref()
@@ -218,6 +220,7 @@ impl Reconciler {
             // across pools begins when governed pools want new templates.
             self.fleet_loaded().await;
         }
+        self.images_publish();
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
         if first_load {

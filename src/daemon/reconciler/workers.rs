@@ -268,6 +268,23 @@ impl Reconciler {
         } = req;
         let pool = match target {
             ControlTarget::Pool(pool) => pool,
+            ControlTarget::Image { image, recall } => {
+                let why = reason.unwrap_or_default();
+                let answer = self.image_control(&image, recall, &who, &why);
+                let answer = match answer {
+                    Ok((message, changed)) => {
+                        if changed {
+                            // The channels' new images in force: loaded
+                            // again at once (a recall waits for nothing).
+                            self.reload(Trigger::Files).await;
+                        }
+                        Ok(message)
+                    }
+                    Err(e) => Err(ControlRefusal::Refused(e)),
+                };
+                let _ = reply.send(answer);
+                return;
+            }
             ControlTarget::Fleet(fleet) => {
                 let answer = self.control_fleet(&fleet, action, &who, reason).await;
                 let _ = reply.send(answer);

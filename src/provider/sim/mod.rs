@@ -38,6 +38,7 @@ use crate::model::{
 use crate::spec::types::{Distribution, SimProvider as SimSettings};
 use crate::store::snapshot_log::{self, SnapshotLog};
 
+pub mod catalogue;
 mod changes;
 
 use changes::Watch;
@@ -834,6 +835,25 @@ impl Provider for Sim {
             idempotency_keys: false,
             acts_on: None,
         }
+    }
+
+    async fn channel_images(
+        &self,
+        channel: &str,
+        _source: &crate::spec::types::ChannelSource,
+    ) -> Result<Vec<crate::model::image::Release>> {
+        let call = format!("ChannelImages({channel})");
+        self.inject(&call)?;
+        let mut all = catalogue::seeded(&self.settings);
+        if let Some(dir) = self.path.as_ref().and_then(|p| p.parent()) {
+            let published = catalogue::read(&dir.join("images.json"))
+                .map_err(|e| ProviderError::new(&call, ErrorKind::Unavailable, format!("{e:#}")))?;
+            for r in published {
+                all.retain(|x| x.image != r.image);
+                all.push(r);
+            }
+        }
+        Ok(all)
     }
 
     async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
