@@ -21,7 +21,7 @@ impl<'a> Eligibility<'a> {
             min_age: spec
                 .min_release_age
                 .as_ref()
-                .and_then(|d| SignedDuration::try_from(d.value.as_std()).ok())
+                .and_then(|d| SignedDuration::try_from(d.value.0.as_std()).ok())
                 .unwrap_or(SignedDuration::ZERO),
             deny: spec.deny.iter().map(String::as_str).collect(),
             recalled: recalled.keys().map(String::as_str).collect(),

@@ -45,23 +45,43 @@ pub(super) fn annotate(p: &mut PoolPlan, doc: &NodePoolDoc, now: Timestamp) {
     if let Some(a) = p.attributes.iter_mut().find(|a| a.name == "image") {
         a.source = Some(source);
     }
-    if let (Some(next), Some(at)) = (&r.next, r.next_eligible_at) {
-        p.notes.push(format!(
-            "channel {channel}: {next} is not eligible until {} (minReleaseAge); the pool stays on {} until then",
-            when(at),
-            r.image
-        ));
+}
+
+/// What each channel the pools follow holds back, said once per channel
+/// (not per pool): a newer image not eligible yet and until when, one
+/// queued behind the change in flight, a source failing.
+pub fn notes(config: &crate::spec::Config) -> Vec<String> {
+    let mut seen = std::collections::BTreeMap::new();
+    for e in config.pools.values() {
+        if let Some(ImageRef::Channel {
+            channel,
+            resolved: Some(Ok(r)),
+        }) = &e.doc.spec.template.image
+        {
+            seen.entry(channel.value.clone()).or_insert(r);
+        }
     }
-    if let Some(q) = &r.queued {
-        p.notes.push(format!(
-            "channel {channel}: {q} is eligible and waits for the change in flight ({}) to end",
-            r.image
-        ));
+    let mut out = Vec::new();
+    for (channel, r) in seen {
+        if let (Some(next), Some(at)) = (&r.next, r.next_eligible_at) {
+            out.push(format!(
+                "channel {channel}: {next} is not eligible until {} (minReleaseAge); its pools stay on {} until then",
+                when(at),
+                r.image
+            ));
+        }
+        if let Some(q) = &r.queued {
+            out.push(format!(
+                "channel {channel}: {q} is eligible and waits for the change in flight (to {}) to end",
+                r.image
+            ));
+        }
+        if let Some(e) = &r.source_error {
+            out.push(format!(
+                "channel {channel}: its source failed ({e}); {} stays in force",
+                r.image
+            ));
+        }
     }
-    if let Some(e) = &r.source_error {
-        p.notes.push(format!(
-            "channel {channel}: its source failed ({e}); {} stays in force",
-            r.image
-        ));
-    }
+    out
 }

@@ -70,6 +70,9 @@ pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
             ));
         }
     }
+    for n in &plan.images {
+        attention.push(format!("- :hourglass: {}", inline(n)));
+    }
     if !attention.is_empty() {
         let _ = writeln!(out, "**Look at these:**\n");
         for line in attention {

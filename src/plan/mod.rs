@@ -41,6 +41,10 @@ pub struct Plan {
     /// what soak and which gates, and where its change stands.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fleets: Vec<fleet::FleetPlan>,
+    /// What the image channels hold back (a newer image not eligible yet,
+    /// one queued, a failing source), once per channel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 /// The headline of a pool's plan, in Terraform's vocabulary.

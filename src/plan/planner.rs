@@ -79,7 +79,11 @@ pub fn plan(
     }
     pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let fleets = super::fleet::stage_plans(&observed.fleets, &pools);
-    Plan { pools, fleets }
+    Plan {
+        pools,
+        fleets,
+        images: super::channel::notes(config),
+    }
 }
 
 /// One pool's plan, as [`plan`] would make it: a pool of the files, or a

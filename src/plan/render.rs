@@ -406,6 +406,9 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
     for f in &plan.fleets {
         render_fleet(&mut out, style, f);
     }
+    for n in &plan.images {
+        let _ = writeln!(out, "{}\n", style.yellow(n));
+    }
     let s = plan.summary();
     if s.errors > 0 {
         let _ = writeln!(

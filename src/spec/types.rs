@@ -1240,9 +1240,10 @@ pub struct ImageChannelDoc {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ImageChannelSpec {
     pub source: At<ChannelSource>,
-    /// An image younger than this is not eligible yet (default 0s).
+    /// An image younger than this is not eligible yet: `3d`, `36h`
+    /// (default 0s; at most 365d).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_release_age: Option<At<Duration>>,
+    pub min_release_age: Option<At<super::values::ReleaseAge>>,
     /// Images never picked (at most 1,000).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1000))]

@@ -217,6 +217,19 @@ impl Age {
 
     pub fn parse(text: &str) -> Result<Age, InvalidValue> {
         let expected = "expected a node lifetime such as \"30d\", \"720h\" or \"12h\"";
+        let d = parse_days(text, expected)?;
+        if !(Age::MIN..=Age::MAX).contains(&d) {
+            return Err(InvalidValue(format!(
+                "invalid age {text:?}: at least 1h and at most 3650d"
+            )));
+        }
+        Ok(Age(Duration(d)))
+    }
+}
+
+/// A length of time with units, days being 24 hours (`3d`, `36h`, `90m`).
+fn parse_days(text: &str, expected: &str) -> Result<std::time::Duration, InvalidValue> {
+    {
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return Err(InvalidValue(format!(
@@ -234,13 +247,73 @@ impl Age {
                 "invalid age {text:?}: must not be negative"
             )));
         }
-        let d = d.unsigned_abs();
-        if !(Age::MIN..=Age::MAX).contains(&d) {
-            return Err(InvalidValue(format!(
-                "invalid age {text:?}: at least 1h and at most 3650d"
-            )));
+        Ok(d.unsigned_abs())
+    }
+}
+
+/// How old an image must be before a channel picks it: `3d`, `36h`,
+/// `0s`; days are 24 hours; at most 365d.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReleaseAge(pub Duration);
+
+impl ReleaseAge {
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
+    pub fn parse(text: &str) -> Result<ReleaseAge, InvalidValue> {
+        let expected = "expected an age such as \"3d\", \"36h\" or \"0s\"";
+        if text.trim() == "0" {
+            return Ok(ReleaseAge(Duration::ZERO));
         }
-        Ok(Age(Duration(d)))
+        let d = parse_days(text, expected)?;
+        if d > ReleaseAge::MAX {
+            return Err(InvalidValue(format!("invalid age {text:?}: at most 365d")));
+        }
+        Ok(ReleaseAge(Duration(d)))
+    }
+}
+
+impl fmt::Display for ReleaseAge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Age(self.0).fmt(f)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReleaseAge {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ReleaseAge;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an age such as \"3d\" or \"36h\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ReleaseAge, E> {
+                ReleaseAge::parse(v).map_err(E::custom)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ReleaseAge, E> {
+                ReleaseAge::parse(&v.to_string()).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for ReleaseAge {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for ReleaseAge {
+    fn schema_name() -> Cow<'static, str> {
+        "ReleaseAge".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "An image age with units, days being 24 hours: \"3d\", \"36h\", \"0s\"; at most 365d.",
+            "pattern": "^\\s*\\d",
+            "examples": ["3d", "36h", "0s"]
+        })
     }
 }
 

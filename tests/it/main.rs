@@ -21,6 +21,7 @@ mod forecast;
 mod forecast_honesty;
 mod git_remote;
 mod hardening;
+mod image_channels;
 mod invalid_corpus;
 mod layering;
 mod loader_never_panics;

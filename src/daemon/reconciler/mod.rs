@@ -168,6 +168,7 @@ impl Latest {
         Plan {
             pools: self.pools.iter().map(|p| PoolPlan::clone(p)).collect(),
             fleets: self.fleets.clone(),
+            images: crate::plan::channel::notes(&self.config),
         }
     }
 

@@ -116,6 +116,7 @@ impl Views {
             let plan = Plan {
                 pools: pools.iter().map(|p| PoolPlan::clone(p)).collect(),
                 fleets: Vec::new(),
+                images: Vec::new(),
             };
             let text = render_text(&plan, &source, Style { color: false });
             if self.last_logged_plan.as_deref() != Some(text.as_str()) {

@@ -182,6 +182,7 @@ fn plan_text(latest: &super::reconciler::Latest, pool: &str) -> Option<String> {
     let one = Plan {
         pools: vec![p.clone()],
         fleets: Vec::new(),
+        images: Vec::new(),
     };
     Some(render_text(&one, &latest.source, Style { color: false }))
 }
