@@ -53,7 +53,7 @@ for unit in lighttpd ssh; do
 done
 
 # moto: the AWS provider's tests run against it (tests/support/moto.rs starts it).
-MOTO_VERSION=5.2.1
+MOTO_VERSION=5.2.6
 python=$(command -v python3 || command -v python || true)
 [ -n "$python" ] || { echo "scripts/test.sh: python3 is required for moto (the AWS tests)" >&2; exit 1; }
 if ! "$python" -c "import moto, flask, flask_cors; assert moto.__version__ == '$MOTO_VERSION'" 2>/dev/null; then

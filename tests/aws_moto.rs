@@ -425,3 +425,105 @@ fn a_resync_of_120_pools_takes_a_handful_of_calls() {
     assert_eq!(calls.get("EC2.DescribeInstances"), Some(&1), "{calls:?}");
     assert_eq!(provider.calls().total(), 4, "{calls:?}");
 }
+
+/// Images that follow a channel on AWS, with a real `poolwright run`: each
+/// image an SSM parameter names gets one launch template version made from
+/// the pool's (found again, never made twice), and rolls the group within its
+/// budget; an image younger than `minReleaseAge` is held and said so; a
+/// recall rolls the group back to the previous image's version; the versions
+/// poolwright made are cleaned up, the newest 3 kept.
+#[test]
+fn an_ssm_parameter_rolls_the_group_through_versions_poolwright_makes_and_a_recall_rolls_it_back() {
+    let w = World::new();
+    let amis = w.aws.images();
+    let param = "/test/eks/1.31/image_id";
+    w.aws.put_parameter(param, &amis[0]);
+    let channel = |age: &str| {
+        format!(
+            "apiVersion: poolwright/v1\nkind: ImageChannel\nmetadata: {{name: eks}}\nspec:\n  source: {{aws: {{provider: aws, ssmParameter: {param}}}}}\n  minReleaseAge: {age}\n  interval: 10s\n"
+        )
+    };
+    w.write("config/channel.yaml", &channel("0s"));
+    w.write(
+        "config/web.yaml",
+        &format!(
+            "apiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: aws\n  size: 3\n  template:\n    image: {{channel: eks}}\n    aws:\n      launchTemplate: {{name: web-lt, version: \"1\"}}\n  aws: {{groupName: web-asg, availabilityZones: [{}]}}\n  rollout:\n    maxSurge: 1\n    maxUnavailable: 0\n    health: {{minReady: 0s, startupTimeout: 2m}}\n",
+            moto::ZONE
+        ),
+    );
+    let d = support::daemon::Daemon::start_with_env(w.dir.path(), &[], moto::ENV);
+    let in_sync = |what: &str, version: &str| {
+        d.wait_for(what, std::time::Duration::from_secs(90), |s| {
+            s["pools"][0]["state"] == "in-sync"
+                && w.group().launch_template_version.as_deref() == Some(version)
+        });
+    };
+    in_sync("web created on the version made for the first image", "3");
+    let made = w.aws.lt_versions("web-lt");
+    assert_eq!(made.len(), 3, "one version made: {made:?}");
+    assert_eq!(made[2].2, amis[0], "with the parameter's image: {made:?}");
+    assert!(made[2].1.starts_with("poolwright pool=web "), "{made:?}");
+
+    // Four more images, one after another: a version each, a roll each.
+    for (i, ami) in amis[1..5].iter().enumerate() {
+        let before = w.aws.instance_templates(&w.group().instances);
+        w.aws.put_parameter(param, ami);
+        in_sync(&format!("web rolled to {ami}"), &(4 + i).to_string());
+        assert_all_on_new_template(&w, &before);
+    }
+    let versions: Vec<i64> = w.aws.lt_versions("web-lt").iter().map(|v| v.0).collect();
+    assert_eq!(
+        versions,
+        vec![1, 2, 4, 5, 6, 7],
+        "the oldest version made (3) was cleaned up, the newest 3 besides the one in use kept; the file's own versions untouched"
+    );
+
+    // An image younger than minReleaseAge is held, and the plan says until when.
+    w.write("config/channel.yaml", &channel("1h"));
+    let young = w.aws.register_image("eks-node-young");
+    w.aws.put_parameter(param, &young);
+    d.wait_for(
+        "the young image is seen",
+        std::time::Duration::from_secs(60),
+        |_| {
+            let (_, body) = d.get("/v1/images");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            v["channels"][0]["record"]["newest"]["image"] == young.as_str()
+        },
+    );
+    let (code, text) = w.plan(&["--state-dir", "state"]);
+    assert_eq!(code, Some(0), "held: nothing to roll\n{text}");
+    assert!(
+        text.contains(&format!("{young} is not eligible until")),
+        "{text}"
+    );
+    assert_eq!(w.group().launch_template_version.as_deref(), Some("7"));
+
+    // A recall of the image in force: back to the previous one, whose
+    // version is found again (none is made).
+    let o = w.run(&[
+        "image",
+        "recall",
+        &amis[4],
+        "--reason",
+        "kernel bug",
+        "--state-dir",
+        "state",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    in_sync("web rolled back to the previous image", "6");
+    let versions = w.aws.lt_versions("web-lt");
+    assert_eq!(
+        versions.last().unwrap().0,
+        7,
+        "no version made: {versions:?}"
+    );
+    assert_budget(&d.events(), 3, 1, 0);
+    let (_, body) = d.get("/v1/images");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["channels"][0]["record"]["inForce"]["image"],
+        amis[3].as_str()
+    );
+    assert!(v["recalled"][&amis[4]].is_object(), "{v:#}");
+}

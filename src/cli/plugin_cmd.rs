@@ -61,6 +61,9 @@ pub struct CheckArgs {
     /// the check sets the size back at once
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     quota_size: Option<u32>,
+    /// An image channel the plug-in serves: its `GET /v1/channels/NAME/images` is checked too
+    #[arg(long, value_name = "NAME")]
+    channel: Option<String>,
     /// Per-request timeout
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     request_timeout: Duration,
@@ -111,6 +114,7 @@ fn check_cmd(args: CheckArgs) -> anyhow::Result<u8> {
         timeout: args.timeout,
         has_token,
         quota_size: args.quota_size,
+        channel: args.channel.clone(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -115,6 +115,9 @@ async fn resolve_images(
         }
     }
     crate::images::resolve::resolve(config, &images);
+    // The providers see the pools with their images (an Auto Scaling group
+    // on a version made for one is known by it).
+    providers.bind(config);
     Ok(images)
 }
 

@@ -106,9 +106,21 @@ impl Providers {
                 }
             }
         }
-        // Each provider learns which pools of the files it serves (group names,
-        // home sizes), including a reused one whose pools changed.
-        for (name, provider) in &ready {
+        let providers = Providers {
+            ready,
+            drainers,
+            failed,
+            specs,
+        };
+        providers.bind(config);
+        providers
+    }
+
+    /// Each provider learns which pools of the files it serves (group names,
+    /// home sizes, templates), including a reused one whose pools changed;
+    /// again after a channel's image is written into the pools.
+    pub fn bind(&self, config: &Config) {
+        for (name, provider) in &self.ready {
             let pools: Vec<PoolSpec> = config
                 .pools
                 .values()
@@ -116,12 +128,6 @@ impl Providers {
                 .map(|e| PoolSpec::from_doc(&e.doc))
                 .collect();
             provider.bind_pools(&pools);
-        }
-        Providers {
-            ready,
-            drainers,
-            failed,
-            specs,
         }
     }
 

@@ -1721,25 +1721,8 @@ fn check_provider_fit(c: &mut Checker, spec: &At<NodePoolSpec>, provider: &Provi
                 ),
             );
         }
-        // The launch template holds the image; listing one here would change
-        // the template hash (and roll every node) without changing a machine.
-        for (field, set) in [
-            ("template.image", spec.template.image.is_some()),
-            (
-                "template.instanceType",
-                spec.template.instance_type.is_some(),
-            ),
-        ] {
-            if set {
-                c.error(
-                    spec.pos,
-                    format!(
-                        "{field} is not used by provider {name:?} (type aws): the launch template \
-                         holds the image, and template.aws.instanceTypes lists instance types"
-                    ),
-                );
-            }
-        }
+        // template.image and template.instanceType make a launch template
+        // version of the pool's own (from the version the file names).
     }
     if !spec.template.plugin.is_empty() && !matches!(provider.spec.value, ProviderSpec::Http(_)) {
         c.error(

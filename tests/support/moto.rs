@@ -129,6 +129,7 @@ pub fn sdk_config(url: &str) -> SdkConfig {
 pub struct Aws {
     pub asg: aws_sdk_autoscaling::Client,
     pub ec2: aws_sdk_ec2::Client,
+    pub ssm: aws_sdk_ssm::Client,
     rt: tokio::runtime::Runtime,
 }
 
@@ -149,6 +150,7 @@ impl Aws {
         Aws {
             asg: aws_sdk_autoscaling::Client::new(&config),
             ec2: aws_sdk_ec2::Client::new(&config),
+            ssm: aws_sdk_ssm::Client::new(&config),
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -187,6 +189,75 @@ impl Aws {
                     .await
                     .unwrap();
             }
+        })
+    }
+
+    /// The AMIs moto starts with (their ids), in its order.
+    pub fn images(&self) -> Vec<String> {
+        self.block(async {
+            let out = self.ec2.describe_images().send().await.unwrap();
+            out.images()
+                .iter()
+                .filter_map(|i| i.image_id().map(str::to_string))
+                .collect()
+        })
+    }
+
+    /// A new AMI, created now.
+    pub fn register_image(&self, name: &str) -> String {
+        self.block(async {
+            let out = self
+                .ec2
+                .register_image()
+                .name(name)
+                .root_device_name("/dev/xvda")
+                .send()
+                .await
+                .unwrap();
+            out.image_id().unwrap().to_string()
+        })
+    }
+
+    pub fn put_parameter(&self, name: &str, value: &str) {
+        self.block(async {
+            self.ssm
+                .put_parameter()
+                .name(name)
+                .value(value)
+                .r#type(aws_sdk_ssm::types::ParameterType::String)
+                .overwrite(true)
+                .send()
+                .await
+                .unwrap();
+        })
+    }
+
+    /// Each version of a launch template: number, description, image.
+    pub fn lt_versions(&self, name: &str) -> Vec<(i64, String, String)> {
+        self.block(async {
+            let out = self
+                .ec2
+                .describe_launch_template_versions()
+                .launch_template_name(name)
+                .send()
+                .await
+                .unwrap();
+            let mut v: Vec<(i64, String, String)> = out
+                .launch_template_versions()
+                .iter()
+                .map(|v| {
+                    (
+                        v.version_number().unwrap_or(0),
+                        v.version_description().unwrap_or("").to_string(),
+                        v.launch_template_data()
+                            .and_then(|d| d.image_id())
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+                .collect();
+            v.sort();
+            v
         })
     }
 

@@ -22,6 +22,7 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 
 import boto3
 
@@ -33,6 +34,8 @@ AMI_2 = "ami-785db401"  # ubuntu xenial 16.04
 TEMPLATE = {"image": AMI, "instanceType": "t3.micro"}
 # poolwright's hash of TEMPLATE (seen in `poolwright plugin check`).
 TEMPLATE_HASH = "349790a782573258"
+# RFC 3339 in UTC at seconds precision, as the plug-in writes `released`.
+RFC3339_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION}
 
 
@@ -322,6 +325,39 @@ class CrashResume(unittest.TestCase):
         status, body, _ = p.call("PUT", f"/v1/pools/{pool}/size", {"size": 2}, "size-k")
         self.assertEqual((status, body["type"]), (422, "urn:poolwright:problem:invalid"))
         self.assertEqual(p.describe(pool)["size"], 1)
+
+    def test_channel_images_are_the_accounts_amis_tagged_with_the_channel(self):
+        def ami(name: str, channel: str) -> str:
+            image = self.ec2.register_image(Name=name)["ImageId"]
+            self.ec2.create_tags(Resources=[image], Tags=[{"Key": "poolwright.io/channel", "Value": channel}])
+            return image
+
+        # moto stamps CreationDate with the time of the call (it cannot be
+        # set), so the two may share a second: the test checks the form only.
+        base = {ami("channel-base-1", "base"), ami("channel-base-2", "base")}
+        other = ami("channel-other-1", "other")
+        p = self.start()
+
+        # A read: no Idempotency-Key.
+        status, body, headers = p.call("GET", "/v1/channels/base/images")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["Content-Type"], "application/json")
+        self.assertEqual({i["image"] for i in body["images"]}, base, "both, and nothing of another channel")
+        for i in body["images"]:
+            self.assertRegex(i["released"], RFC3339_UTC)
+            released = datetime.strptime(i["released"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            self.assertLess(abs(time.time() - released.timestamp()), 600, "released is the AMI's creation time")
+        status, body, _ = p.call("GET", "/v1/channels/other/images")
+        self.assertEqual((status, [i["image"] for i in body["images"]]), (200, [other]))
+
+        status, body, headers = p.call("GET", "/v1/channels/nope/images")
+        self.assertEqual((status, body["type"]), (404, "urn:poolwright:problem:not-found"), body)
+        self.assertEqual(headers["Content-Type"], "application/problem+json")
+        for bad in ("Bad_Name", "a" * 64, "-base"):
+            status, body, _ = p.call("GET", f"/v1/channels/{bad}/images")
+            self.assertEqual((status, body["type"]), (400, "urn:poolwright:problem:invalid"), bad)
+        status, body, headers = p.call("POST", "/v1/channels/base/images", {}, "post-ch")
+        self.assertEqual((status, headers["Allow"]), (405, "GET"))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,105 @@ pub struct GroupView {
     pub instance_types: Vec<String>,
     pub tags: BTreeMap<String, String>,
     pub instances: Vec<InstanceView>,
+    /// The launch template version the group uses, when poolwright made it
+    /// for a pool's `template.image` / `template.instanceType`.
+    pub derived: Option<Derived>,
+}
+
+/// A launch template version poolwright made for a pool: its description
+/// says whose and what (`poolwright pool=web template=00ab.. source=3
+/// image=ami-0bbb type=m7i.large`), since EC2 versions carry no tags.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Derived {
+    pub pool: String,
+    pub template: String,
+    /// The version it was made from, as the pool's file says it (empty:
+    /// the file names none, `$Default`).
+    pub source: String,
+    pub image: Option<String>,
+    pub instance_type: Option<String>,
+}
+
+/// The prefix of every description poolwright writes on a version.
+pub const DERIVED_PREFIX: &str = "poolwright pool=";
+
+impl Derived {
+    pub fn of(pool: &str, t: &NodeTemplate) -> Derived {
+        Derived {
+            pool: pool.to_string(),
+            template: hash_tag(t.hash()),
+            source: t
+                .launch_template
+                .as_ref()
+                .and_then(|lt| lt.version.clone())
+                .unwrap_or_default(),
+            image: t.image.clone(),
+            instance_type: t.instance_type.clone(),
+        }
+    }
+
+    /// The version's description (at most 255 characters, EC2's limit).
+    pub fn describe(&self) -> Result<String, String> {
+        let mut d = format!(
+            "{DERIVED_PREFIX}{} template={} source={}",
+            self.pool, self.template, self.source
+        );
+        if let Some(i) = &self.image {
+            d.push_str(&format!(" image={i}"));
+        }
+        if let Some(t) = &self.instance_type {
+            d.push_str(&format!(" type={t}"));
+        }
+        let odd = [
+            &self.source,
+            self.image.as_deref().unwrap_or(""),
+            self.instance_type.as_deref().unwrap_or(""),
+        ]
+        .iter()
+        .any(|v| v.contains(|c: char| c.is_whitespace() || c == '='));
+        if odd {
+            return Err("an image id, instance type or launch template version with a space or `=` cannot be named in a launch template version's description".into());
+        }
+        if d.len() > 255 {
+            return Err(format!(
+                "the launch template version's description would be {} characters (EC2 takes 255); shorten the pool name or the image id",
+                d.len()
+            ));
+        }
+        Ok(d)
+    }
+
+    pub fn parse(description: &str) -> Option<Derived> {
+        let rest = description.strip_prefix("poolwright ")?;
+        let mut d = Derived::default();
+        for field in rest.split(' ') {
+            let (k, v) = field.split_once('=')?;
+            match k {
+                "pool" => d.pool = v.to_string(),
+                "template" => d.template = v.to_string(),
+                "source" => d.source = v.to_string(),
+                "image" => d.image = Some(v.to_string()),
+                "type" => d.instance_type = Some(v.to_string()),
+                _ => return None,
+            }
+        }
+        (!d.pool.is_empty() && !d.template.is_empty()).then_some(d)
+    }
+
+    /// The pool's template this version was made for, given the launch
+    /// template as the group reports it (normalised to the pool's file).
+    pub fn template(&self, lt: &LaunchTemplate, instance_types: &[String]) -> NodeTemplate {
+        NodeTemplate {
+            image: self.image.clone(),
+            instance_type: self.instance_type.clone(),
+            launch_template: Some(LaunchTemplate {
+                version: (!self.source.is_empty()).then(|| self.source.clone()),
+                ..lt.clone()
+            }),
+            instance_types: instance_types.to_vec(),
+            ..NodeTemplate::default()
+        }
+    }
 }
 
 impl GroupView {
@@ -190,6 +289,16 @@ pub fn hash_tag(hash: TemplateHash) -> String {
 /// The template the group launches with, in the file's form.
 pub fn group_template(group: &GroupView, desired: Option<&PoolSpec>) -> NodeTemplate {
     let want = desired.and_then(|d| d.template.launch_template.as_ref());
+    // A version poolwright made for this pool stands for the template it
+    // was made from, when its description says so consistently.
+    if let (Some(d), Some(lt), Some(spec)) = (&group.derived, &group.launch_template, desired)
+        && d.pool == spec.name
+    {
+        let t = d.template(&normalize(lt, want), &group.instance_types);
+        if hash_tag(t.hash()) == d.template {
+            return t;
+        }
+    }
     NodeTemplate {
         launch_template: group.launch_template.as_ref().map(|lt| normalize(lt, want)),
         instance_types: group.instance_types.clone(),

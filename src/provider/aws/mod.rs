@@ -11,8 +11,10 @@
 //!   (5xx after the change, a timeout) is checked against the group before it is
 //!   reported as failed, so a retry never doubles a surge.
 
+pub mod images;
 pub mod mapping;
 pub mod sdk;
+pub mod versions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -58,6 +60,9 @@ pub struct Aws {
     /// The pools of the files this provider serves, by pool name.
     pools: RwLock<BTreeMap<String, PoolSpec>>,
     first_healthy: Mutex<HashMap<String, Timestamp>>,
+    /// What each numbered launch template version says of itself (a
+    /// version never changes, so it is asked once).
+    derived: Mutex<HashMap<(String, String), Option<mapping::Derived>>>,
 }
 
 impl Aws {
@@ -72,6 +77,7 @@ impl Aws {
             clock,
             pools: RwLock::new(BTreeMap::new()),
             first_healthy: Mutex::new(HashMap::new()),
+            derived: Mutex::new(HashMap::new()),
         }
     }
 
@@ -269,6 +275,71 @@ impl Aws {
             }
         }
         Ok(out)
+    }
+
+    /// Fill in which groups use a version poolwright made (one call per
+    /// version never seen before), for the pools that set an image or an
+    /// instance type (others never use one).
+    async fn learn_versions(
+        &self,
+        pairs: &[(String, String)],
+        views: &mut [GroupView],
+    ) -> Result<()> {
+        let wanted: std::collections::HashSet<&str> = pairs
+            .iter()
+            .filter(|(pool, _)| {
+                self.spec(pool)
+                    .is_some_and(|s| versions::needs_version(&s.template))
+            })
+            .map(|(_, group)| group.as_str())
+            .collect();
+        for view in views
+            .iter_mut()
+            .filter(|v| wanted.contains(v.name.as_str()))
+        {
+            let Some(lt) = &view.launch_template else {
+                continue;
+            };
+            let Some(version) = lt.version.clone().filter(|v| v.parse::<i64>().is_ok()) else {
+                continue;
+            };
+            let key = (
+                lt.id.clone().or(lt.name.clone()).unwrap_or_default(),
+                version.clone(),
+            );
+            let known = self
+                .derived
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .cloned();
+            let derived = match known {
+                Some(d) => d,
+                None => {
+                    let d = versions::describe_one(self.clients().await, lt, &version).await?;
+                    self.derived
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, d.clone());
+                    d
+                }
+            };
+            view.derived = derived;
+        }
+        Ok(())
+    }
+
+    /// The template as the group is to launch it: with a version of its
+    /// own when the pool sets an image or an instance type.
+    async fn launchable(&self, pool: &str, t: &NodeTemplate) -> Result<NodeTemplate> {
+        if !versions::needs_version(t) {
+            return Ok(t.clone());
+        }
+        let lt = versions::version_for(self.clients().await, pool, t).await?;
+        Ok(NodeTemplate {
+            launch_template: Some(lt),
+            ..t.clone()
+        })
     }
 
     fn observe(
@@ -559,6 +630,7 @@ fn group_view(g: &asg::AutoScalingGroup) -> GroupView {
                 zone: i.availability_zone().map(str::to_string),
             })
             .collect(),
+        derived: None,
     }
 }
 
@@ -592,7 +664,8 @@ impl Provider for Aws {
     async fn describe_pools(&self, names: &[String]) -> Result<Vec<ObservedPool>> {
         let pairs = self.groups_of(names).await?;
         let groups: Vec<String> = pairs.iter().map(|(_, g)| g.clone()).collect();
-        let views = self.describe_groups(&groups).await?;
+        let mut views = self.describe_groups(&groups).await?;
+        self.learn_versions(&pairs, &mut views).await?;
         let details = self.instance_details(&views).await?;
         let by_name: HashMap<&str, &GroupView> =
             views.iter().map(|g| (g.name.as_str(), g)).collect();
@@ -632,7 +705,8 @@ impl Provider for Aws {
             max: spec.size,
         });
         let bounds = mapping::bounds_for(home, spec.size);
-        let (lt, mixed) = launch_settings(&spec.template);
+        let launch = self.launchable(&spec.name, &spec.template).await?;
+        let (lt, mixed) = launch_settings(&launch);
         let mut req = self
             .clients()
             .await
@@ -731,7 +805,8 @@ impl Provider for Aws {
             "UpdateAutoScalingGroup({group}, template {})",
             template.hash()
         );
-        let (lt, mixed) = launch_settings(template);
+        let launch = self.launchable(pool, template).await?;
+        let (lt, mixed) = launch_settings(&launch);
         if lt.is_none() && mixed.is_none() {
             return Err(ProviderError::new(
                 call,
@@ -753,7 +828,35 @@ impl Provider for Aws {
             .await
             .map_err(|e| error(&call, e))?;
         let tag = BTreeMap::from([(TAG_TEMPLATE.to_string(), mapping::hash_tag(template.hash()))]);
-        self.put_tags(&call, &group, &tag).await
+        self.put_tags(&call, &group, &tag).await?;
+        // The versions made for this pool that no group uses now go, the
+        // newest few kept (a roll back finds its version again, or makes it).
+        if versions::needs_version(template)
+            && let Some(lt) = &launch.launch_template
+        {
+            let in_use = lt.version.clone().unwrap_or_default();
+            if let Err(e) = versions::clean(self.clients().await, pool, lt, &in_use).await {
+                tracing::warn!(pool, "cleaning up launch template versions: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn channel_images(
+        &self,
+        channel: &str,
+        source: &crate::spec::types::ChannelSource,
+    ) -> Result<Vec<crate::model::image::Release>> {
+        match source {
+            crate::spec::types::ChannelSource::Aws(a) => {
+                images::images(self.clients().await, channel, a).await
+            }
+            _ => Err(ProviderError::new(
+                format!("ChannelImages({channel})"),
+                ErrorKind::Unsupported,
+                "an aws provider answers only a source of type aws",
+            )),
+        }
     }
 
     async fn create_nodes(

@@ -84,6 +84,8 @@ impl Intercept for CallCounter {
 pub struct Clients {
     pub asg: aws_sdk_autoscaling::Client,
     pub ec2: aws_sdk_ec2::Client,
+    /// Only for image channels with `ssmParameter`.
+    pub ssm: aws_sdk_ssm::Client,
 }
 
 impl Clients {
@@ -95,9 +97,13 @@ impl Clients {
         let ec2 = aws_sdk_ec2::config::Builder::from(config)
             .interceptor(counter.clone())
             .build();
+        let ssm = aws_sdk_ssm::config::Builder::from(config)
+            .interceptor(counter.clone())
+            .build();
         Clients {
             asg: aws_sdk_autoscaling::Client::from_conf(asg),
             ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            ssm: aws_sdk_ssm::Client::from_conf(ssm),
         }
     }
 }

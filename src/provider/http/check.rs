@@ -31,6 +31,9 @@ pub struct Options {
     /// A size the plug-in must refuse with 403 `quota-exceeded` (there is no
     /// way to find one from outside; the quota check is skipped without it).
     pub quota_size: Option<u32>,
+    /// An image channel the plug-in serves (`GET /v1/channels/NAME/images`);
+    /// without it, only an unknown channel's 404 is checked.
+    pub channel: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -270,6 +273,7 @@ pub async fn run(http: &Http, opts: &Options) -> Report {
     };
     let proceed = capabilities(&mut b).await;
     if proceed {
+        channels(&mut b).await;
         b.clean().await;
         battery(&mut b).await;
         let a = b.pool("a");
@@ -300,6 +304,49 @@ pub async fn run(http: &Http, opts: &Options) -> Report {
         plugin: b.caps.clone(),
         results: b.results,
     }
+}
+
+/// The channel endpoint: a channel it does not know answers not-found; the
+/// one named (`--channel`) answers images with ids and RFC 3339 times.
+async fn channels(b: &mut Battery<'_>) {
+    let source = crate::spec::types::ChannelSource::Http(crate::spec::types::ProviderImageSource {
+        provider: crate::spec::At::bare(b.http.name().to_string()),
+    });
+    let missing = b.pool("missing-channel");
+    let outcome = match b.http.channel_images(&missing, &source).await {
+        Err(e) if e.kind == ErrorKind::NotFound => Ok("an unknown channel answers not-found".into()),
+        Err(e) => Err(format!("GET /v1/channels/{missing}/images: {e} (want 404 not-found)").into()),
+        Ok(images) => Err(format!(
+            "GET /v1/channels/{missing}/images answered {} image(s) for a channel that does not exist (want 404 not-found)",
+            images.len()
+        )
+        .into()),
+    };
+    b.record("channel-missing", outcome);
+    let Some(channel) = b.opts.channel.clone() else {
+        b.skip(
+            "channel-images",
+            "no --channel named: the plug-in is not checked as an image source",
+        );
+        return;
+    };
+    let outcome = match b.http.channel_images(&channel, &source).await {
+        Ok(images) if images.is_empty() => Err(format!(
+            "channel {channel} offers no image: a source poolwright follows must offer at least one"
+        )
+        .into()),
+        Ok(images) => {
+            let newest = images.iter().max_by_key(|r| r.released).expect("not empty");
+            Ok(format!(
+                "{} image(s); the newest is {} (released {})",
+                images.len(),
+                newest.image,
+                newest.released
+            ))
+        }
+        Err(e) => Err(e.to_string().into()),
+    };
+    b.record("channel-images", outcome);
 }
 
 async fn capabilities(b: &mut Battery<'_>) -> bool {

@@ -631,6 +631,39 @@ impl Provider for Http {
             .map(|_| ())
     }
 
+    async fn channel_images(
+        &self,
+        channel: &str,
+        _source: &crate::spec::types::ChannelSource,
+    ) -> Result<Vec<crate::model::image::Release>> {
+        let name = format!("ChannelImages({channel})");
+        let segment = self.pool_segment(&name, channel)?;
+        let call = Call::get(name.clone(), vec!["v1", "channels", segment, "images"]);
+        let answer: wire::ChannelImages = self.transport.send(&call).await?;
+        answer
+            .images
+            .into_iter()
+            .map(|i| {
+                let released = i.released.parse().map_err(|e| {
+                    ProviderError::new(
+                        &name,
+                        ErrorKind::Rejected,
+                        format!(
+                            "{}: image {:?} has released {:?}, not an RFC 3339 time: {e}",
+                            call.route(&self.transport.base),
+                            i.image,
+                            i.released
+                        ),
+                    )
+                })?;
+                Ok(crate::model::image::Release {
+                    image: i.image,
+                    released,
+                })
+            })
+            .collect()
+    }
+
     async fn reimage_node(&self, pool: &str, node: &str, key: &OpKey) -> Result<()> {
         let name = format!("ReimageNode({pool}, {node})");
         let seg = self.pool_segment(&name, pool)?;

@@ -103,6 +103,7 @@ pub fn document() -> Value {
         crate::model::InPlace,
         wire::Ack,
         wire::Problem,
+        wire::ChannelImages,
     );
     let schemas: serde_json::Map<String, Value> =
         generator.take_definitions(true).into_iter().collect();
@@ -147,6 +148,10 @@ pub fn document() -> Value {
                 "getCapabilities", "What the plug-in is and can do",
                 "Asked before the first call and again every few minutes.",
                 &[], None, ("200", ok("Capabilities", "The capabilities")), &[])},
+            "/v1/channels/{channel}/images": {"get": operation(
+                "channelImages", "The images an image channel offers",
+                "Only for plug-ins named as the source of an `ImageChannel` (`source: {http: {provider: NAME}}`): every image the channel has published, each with its release time. poolwright picks the newest that is old enough (`minReleaseAge`), not denied and not recalled; it asks once per channel every `interval`. A channel the plug-in does not know is answered 404 `not-found`. Safe to repeat (it reads only; no Idempotency-Key).",
+                &["Channel"], None, ("200", ok("ChannelImages", "The channel's images")), &[("404", "NotFound")])},
             "/v1/describe": {"post": operation(
                 "describePools", "Describe many pools in one call",
                 "Pools that do not exist are absent from the answer; pools that were not asked for must not appear. A request naming more pools than `describeBatchSize` is answered 400 or 422 `invalid` (poolwright never sends one). Safe to repeat (it reads only; no Idempotency-Key).",
@@ -196,6 +201,7 @@ pub fn document() -> Value {
             "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "From the provider document's tokenFile or tokenEnv."}},
             "parameters": {
+                "Channel": {"name": "channel", "in": "path", "required": true, "description": "An ImageChannel's name: an RFC 1123 label.", "schema": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
                 "Pool": {"name": "pool", "in": "path", "required": true, "description": "A pool name: an RFC 1123 label.", "schema": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
                 "Node": {"name": "node", "in": "path", "required": true, "description": "A node id as describe reported it: 1 to 253 printable ASCII characters, no `/`, not `.` or `..`. poolwright percent-encodes it as a URL path segment (RFC 3986): exactly `\"`, `#`, `%`, `<`, `>`, `?`, `\\`, `` ` ``, `{` and `}` are encoded; every other character, `+ & = ; , : @ ! $ ' ( ) * [ ] ^ |` and `~` among them, arrives as it is. Percent-decode the segment; never read `+` as a space.", "schema": {"type": "string", "minLength": 1, "maxLength": 253}},
                 "IdempotencyKey": {"name": "Idempotency-Key", "in": "header", "required": true, "description": "Names the intent: a UUID (RFC 9562 version 8) that poolwright derives from its journal, so a retry or a resume repeats it. Record it durably with the answer; it may be passed on to a platform that takes UUID request ids.", "schema": {"type": "string", "minLength": 1, "maxLength": 255}}

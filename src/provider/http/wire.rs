@@ -220,6 +220,25 @@ pub struct SetBoundsRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AdoptPoolRequest {}
 
+/// `GET /v1/channels/{channel}/images`: the images a channel offers, each
+/// with its release time (newest or oldest first: poolwright sorts).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelImages {
+    #[schemars(length(max = 10000))]
+    pub images: Vec<ChannelImage>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelImage {
+    /// The image id, as pools' `template.image` carries it.
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+    /// When it was released (RFC 3339, UTC).
+    pub released: String,
+}
+
 /// An empty JSON object: the answer of calls that return nothing else.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Ack {}

@@ -3,8 +3,9 @@ another platform, implement `Backend` (see ec2.py) and keep the rest.
 
 A backend only has to offer stateless primitives that are safe to repeat:
 list a pool's machines in one call, launch N machines stamped with a pool,
-a template hash and an operation id, terminate by id, tag. Everything about
-keys, plans, sizes and locking lives in pools.py.
+a template hash and an operation id, terminate by id, tag; and, to serve
+image channels (optional), list a channel's images. Everything about keys,
+plans, sizes and locking lives in pools.py.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ class Instance:
     @property
     def live(self) -> bool:
         return self.state in LIVE
+
+
+@dataclass
+class Image:
+    """One image a channel offers: what pools' `template.image` would carry,
+    and when the platform says it was made (poolwright's minReleaseAge
+    counts from it)."""
+
+    id: str
+    released: datetime
 
 
 class Backend(ABC):
@@ -109,3 +120,11 @@ class Backend(ABC):
     @abstractmethod
     def provider_id(self, instance: Instance) -> str | None:
         """Kubernetes spec.providerID of the machine."""
+
+    def channel_images(self, channel: str) -> list[Image]:
+        """Every image published on `channel` (GET /v1/channels/{channel}/images),
+        in any order; [] when the platform has none for it, which the server
+        answers 404 `not-found`. Not abstract: a platform without image
+        channels keeps this default and every channel is unknown, exactly
+        what the contract asks of a plug-in that is no image source."""
+        return []

@@ -7,12 +7,16 @@ Tags on every instance launched:
   poolwright.io/managed-by=poolwright
   poolwright.io/op=<key>             the request that launched it (resume)
 plus the pool's in-place `tags`.
+
+Image channels: the account's own AMIs tagged poolwright.io/channel=<channel>
+(GET /v1/channels/{channel}/images), released at their CreationDate.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from datetime import datetime, timezone
 from typing import Any, Iterator
 
 import boto3
@@ -21,13 +25,14 @@ import botocore.exceptions
 
 from . import protocol as p
 from .backend import (
-    HEALTHY, PENDING, TERMINATED, TERMINATING, UNHEALTHY, Backend, Instance,
+    HEALTHY, PENDING, TERMINATED, TERMINATING, UNHEALTHY, Backend, Image, Instance,
 )
 
 TAG_POOL = "poolwright.io/pool"
 TAG_TEMPLATE = "poolwright.io/template"
 TAG_MANAGED_BY = "poolwright.io/managed-by"
 TAG_OP = "poolwright.io/op"
+TAG_CHANNEL = "poolwright.io/channel"  # on AMIs: the image channel they are published on
 MANAGED_BY = "poolwright"
 RESERVED_TAG_PREFIXES = ("aws:", "poolwright.io/")
 MAX_TAGS = 50  # EC2's limit per resource
@@ -72,6 +77,19 @@ INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
 
 def _tags(raw: list[dict[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in raw or []}
+
+
+def _creation_date(v: Any) -> datetime | None:
+    """An AMI's CreationDate (a string, "2026-12-07T20:00:00.000Z") as an
+    aware UTC datetime, or None if EC2 gave none or an unreadable one."""
+    if not isinstance(v, str):
+        return None
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    # EC2 always says Z; a time without an offset is read as UTC, not local.
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
 def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
@@ -234,6 +252,39 @@ class Ec2Backend(Backend):
 
     def provider_id(self, instance: Instance) -> str | None:
         return f"aws:///{instance.zone}/{instance.id}" if instance.zone else None
+
+    def channel_images(self, channel: str) -> list[Image]:
+        # Owners=self: a channel is what this account publishes. Only
+        # `available` AMIs: one still being made (pending) or failed cannot be
+        # launched, and poolwright must not roll pools to it. Paginated by
+        # hand (MaxResults/NextToken) so every page goes through _call.
+        args: dict[str, Any] = {
+            "Owners": ["self"],
+            "Filters": [
+                {"Name": f"tag:{TAG_CHANNEL}", "Values": [channel]},
+                {"Name": "state", "Values": ["available"]},
+            ],
+            "MaxResults": 1000,
+        }
+        out: list[Image] = []
+        while True:
+            res = self._call("DescribeImages", self.client.describe_images, **args)
+            for raw in res.get("Images", []):
+                released = _creation_date(raw.get("CreationDate"))
+                if released is None:
+                    # Without a release time poolwright cannot age or order it:
+                    # leave it out, and say so where an operator looks.
+                    print(
+                        f"ec2-instances: channel {channel}: AMI {raw.get('ImageId')} has no readable "
+                        f"CreationDate ({raw.get('CreationDate')!r}); left out",
+                        file=sys.stderr, flush=True,
+                    )
+                    continue
+                out.append(Image(id=raw["ImageId"], released=released))
+            token = res.get("NextToken")
+            if not token:
+                return out
+            args["NextToken"] = token
 
     # --- writes ---------------------------------------------------------------
 

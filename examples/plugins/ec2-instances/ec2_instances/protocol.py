@@ -17,6 +17,11 @@ PROTOCOL = "poolwright.io/plugin/v1"
 MAX_POOL_SIZE = 100_000
 # Pool names are RFC 1123 labels (they are URL path segments and tag values).
 POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Channel names too: an ImageChannel's name, sent as a URL path segment (and,
+# in ec2.py, matched against a tag value).
+CHANNEL_NAME = POOL_NAME
+# The most images one channel answer may hold (ChannelImages in the contract).
+MAX_CHANNEL_IMAGES = 10_000
 TEMPLATE_HASH = re.compile(r"^[0-9a-f]{16}$")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # Every field of a NodeTemplate; the ones a plug-in does not act on are refused.
@@ -177,6 +182,13 @@ def check_pool_name(name: Any, where: str = "pool") -> str:
     name = as_str(name, where)
     if not POOL_NAME.match(name):
         raise invalid(f"{where}: {name!r} is not a pool name (an RFC 1123 label)")
+    return name
+
+
+def check_channel_name(name: Any, where: str = "channel") -> str:
+    name = as_str(name, where)
+    if not CHANNEL_NAME.match(name):
+        raise invalid(f"{where}: {name!r} is not a channel name (an RFC 1123 label)")
     return name
 
 

@@ -1,5 +1,7 @@
 """HTTP: routing, bearer token, body limits, request checks and problem
-details. Platform-neutral: everything it does to pools goes through Pools.
+details. Platform-neutral: everything it does to pools goes through Pools;
+channel images, which involve no pool, no key and no state, come straight
+from the Backend.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ KEY_HEADER = "Idempotency-Key"
 KEY_CHARS = re.compile(r"^[\x21-\x7e]{1,255}$")
 SEGMENT = r"(?P<{}>[^/]+)"
 POOL, NODE = SEGMENT.format("pool"), SEGMENT.format("node")
+CHANNEL = SEGMENT.format("channel")
 
 # (method, path pattern, handler, mutating). Mutating calls need a key.
 ROUTES: list[tuple[str, re.Pattern, str, bool]] = [
@@ -33,6 +36,7 @@ ROUTES: list[tuple[str, re.Pattern, str, bool]] = [
     for m, path, h, mut in [
         ("GET", "/v1/capabilities", "get_capabilities", False),
         ("POST", "/v1/describe", "describe", False),
+        ("GET", f"/v1/channels/{CHANNEL}/images", "channel_images", False),
         ("POST", "/v1/pools", "create_pool", True),
         ("DELETE", f"/v1/pools/{POOL}", "delete_pool", True),
         ("POST", f"/v1/pools/{POOL}/adopt", "adopt", True),
@@ -126,7 +130,7 @@ class App:
             if name == "reimage":
                 raise p.Problem(501, "unsupported", "this plug-in does not reimage nodes (capabilities: reimage false)")
             if not mutating:
-                return 200, getattr(self, name)(body), {}
+                return 200, getattr(self, name)(body, **args), {}
             key = headers.get(KEY_HEADER)
             if key is None:
                 raise p.invalid(f"{method} {path} changes something: the {KEY_HEADER} header is required")
@@ -163,6 +167,23 @@ class App:
             raise p.invalid(f"pools: {len(names)} names; describeBatchSize is 100")
         names = list(dict.fromkeys(p.check_pool_name(n, "pools[]") for n in names))
         return {"pools": self.pools.describe(names) if names else []}
+
+    def channel_images(self, _body: bytes, channel: str) -> dict[str, Any]:
+        p.check_channel_name(channel)
+        images = self.backend.channel_images(channel)
+        if not images:
+            # Unknown and empty are one answer: poolwright needs an image to
+            # follow, and 404 tells it the channel is not served here.
+            raise p.not_found(f"channel {channel!r}: this plug-in offers no image on it")
+        # Newest first, capped at the contract's limit: poolwright follows the
+        # newest eligible image, so the oldest are the ones it can do without.
+        images.sort(key=lambda i: i.released, reverse=True)
+        return {
+            "images": [
+                {"image": i.id, "released": p.rfc3339(i.released)}
+                for i in images[: p.MAX_CHANNEL_IMAGES]
+            ]
+        }
 
     # --- mutations: check the body, then name the pool and the operation ---------
     # Each returns (pool to lock, operation(ctx)); Pools.run does the rest.
