@@ -245,10 +245,27 @@ pub struct StatusDoc {
     /// Each FleetRollout's change, in short (`/v1/fleet` has the detail).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fleets: Vec<FleetSummary>,
+    /// Each image channel in short (`/v1/images` has the detail): its
+    /// image in force, a queued one, and why its source fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageChannelSummary>,
     /// The config repo (`run --git-url`): the commit in force, the last
     /// fetch, and what was refused and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageChannelSummary {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<String>,
+    /// Why its source's last ask failed (the image in force stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The config repo a daemon fetches.
@@ -404,6 +421,7 @@ impl StatusDoc {
             pools: Vec::new(),
             overrides: self.overrides.clone(),
             fleets: self.fleets.clone(),
+            images: self.images.clone(),
             git: self.git.clone(),
         }
     }
@@ -462,6 +480,7 @@ impl Board {
                 pools: Vec::new(),
                 overrides: Vec::new(),
                 fleets: Vec::new(),
+                images: Vec::new(),
                 git: None,
             }),
             version: AtomicU64::new(0),

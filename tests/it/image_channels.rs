@@ -77,9 +77,11 @@ fn ok(root: &Path, args: &[&str]) -> String {
 
 /// Each pool's template image at the simulator, and its live nodes' images.
 fn sim_images(root: &Path) -> BTreeMap<String, (String, Vec<String>)> {
-    let fleet: Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("state/sim/sim.json")).unwrap())
-            .unwrap();
+    // Not written yet (the daemon's first look): nothing.
+    let Ok(text) = std::fs::read_to_string(root.join("state/sim/sim.json")) else {
+        return BTreeMap::new();
+    };
+    let fleet: Value = serde_json::from_str(&text).unwrap();
     fleet["pools"]
         .as_object()
         .unwrap()
@@ -374,4 +376,63 @@ fn a_missing_channel_an_unused_one_and_out_of_bounds_values_are_said_where_they_
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
     assert!(!root.join("state").exists(), "nothing was written");
+}
+
+/// A source that fails keeps the image in force, changes nothing, and says
+/// why in status, an event and a metric; when it answers again, a newer
+/// image rolls pools no FleetRollout governs straight away.
+#[test]
+fn a_failing_source_keeps_the_image_in_force_and_says_why_in_status_an_event_and_a_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
+    std::fs::write(config.join("channel.yaml"), channel("")).unwrap();
+    std::fs::write(config.join("pools.yaml"), pools(2)).unwrap();
+    let d = Daemon::start(root, &[]);
+    let on = |image: &str| {
+        let s = sim_images(root);
+        s.len() == 2
+            && s.values()
+                .all(|(t, n)| t == image && n.len() == 2 && n.iter().all(|x| x == image))
+    };
+    d.wait_for("2 pools on img-1", Duration::from_secs(60), |_| on("img-1"));
+    let catalogue = root.join("state/sim/images.json");
+    std::fs::create_dir_all(catalogue.parent().unwrap()).unwrap();
+    std::fs::write(&catalogue, "{not json").unwrap();
+    d.wait_for_event("the source fails", |e| e["event"] == "image_source_failed");
+    let s = d.wait_for("status says why", Duration::from_secs(5), |s| {
+        s["images"][0]["error"].is_string()
+    });
+    let error = s["images"][0]["error"].as_str().unwrap();
+    assert!(error.contains("corrupt"), "{error}");
+    assert_eq!(s["images"][0]["inForce"], "img-1");
+    let (_, metrics) = d.get("/metrics");
+    assert!(
+        metrics.contains("poolwright_image_source_failing{channel=\"base\"} 1"),
+        "{metrics}"
+    );
+    assert!(on("img-1"), "nothing changed");
+    // It answers again, with a newer image: ungoverned pools roll to it.
+    // (`sim release` refuses to overwrite a corrupt catalogue: it goes first.)
+    std::fs::remove_file(&catalogue).unwrap();
+    ok(
+        root,
+        &[
+            "sim",
+            "release",
+            "img-2",
+            "--state-dir",
+            "state",
+            "--released",
+            "2026-03-01T00:00:00Z",
+        ],
+    );
+    d.wait_for_event("the source recovers", |e| {
+        e["event"] == "image_source_recovered"
+    });
+    d.wait_for("2 pools on img-2", Duration::from_secs(60), |_| on("img-2"));
+    let (_, metrics) = d.get("/metrics");
+    assert!(metrics.contains("poolwright_image_source_failing{channel=\"base\"} 0"));
 }

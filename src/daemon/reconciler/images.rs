@@ -399,6 +399,25 @@ impl Reconciler {
                 "pools": pools,
             }));
         }
+        let summary: Vec<crate::daemon::board::ImageChannelSummary> = f
+            .config
+            .channels
+            .keys()
+            .map(|name| {
+                let rec = self.images.record.channels.get(name);
+                crate::daemon::board::ImageChannelSummary {
+                    name: name.clone(),
+                    in_force: rec
+                        .and_then(|r| r.in_force.as_ref())
+                        .map(|r| r.image.clone()),
+                    queued: rec.and_then(|r| r.queued.as_ref()).map(|r| r.image.clone()),
+                    error: rec.and_then(|r| r.error.clone()),
+                }
+            })
+            .collect();
+        if self.board.read(|d| d.images != summary) {
+            self.board.update(|d| d.images = summary);
+        }
         let view = serde_json::json!({
             "channels": channels,
             "recalled": self.images.record.recalled,

@@ -288,6 +288,7 @@
     // A change across pools moved: the fleet view is read again (soon, once
     // for a burst of events).
     if (e && e.fleet && S.route.view === "overview") { clearTimeout(S.fleetTimer); S.fleetTimer = setTimeout(loadFleet, 300); }
+    if (e && S.route.view === "overview" && (e.fleet || String(e.event || "").startsWith("image_"))) { clearTimeout(S.imagesTimer); S.imagesTimer = setTimeout(loadImages, 300); }
     if (!e || S.route.view !== "pool" || e.pool !== S.route.name) return;
     // While the document loads (first time or again), events wait and are
     // merged into the new one by seq; the buffer is bounded.
@@ -376,6 +377,7 @@
     renderSummary();
     renderTable();
     loadFleet();
+    loadImages();
     if (S.status && S.status.git) loadPreviews();
   }
 
@@ -470,6 +472,35 @@
       });
       return h("div", { class: "fleet" }, head, why, lanes, gates.length ? h("ul", { class: "gates" }, gates) : null);
     }));
+  }
+  // ---- image channels: the image in force, the newest, the queued, each pool's lag ----
+  async function loadImages() {
+    try {
+      S.images = await getJSON("/v1/images");
+      if (S.route.view === "overview") renderImages();
+    } catch (_) { /* the status view says what is wrong */ }
+  }
+  function release(r) {
+    return r ? [mono(r.image), " (released ", when(r.released), ")"] : "none yet";
+  }
+  function renderImages() {
+    const sec = $("images-sec"), box = $("images"), doc = S.images || {}, channels = doc.channels || [];
+    sec.hidden = channels.length === 0;
+    box.replaceChildren(...channels.map((c) => {
+      const r = c.record || {}, pools = c.pools || [];
+      const behind = pools.filter((p) => p.lagSeconds > 0);
+      const rows = [
+        h("li", null, "in force: ", release(r.inForce), r.change ? [" — change ", mono(r.change)] : null),
+        r.newest && (!r.inForce || r.newest.image !== r.inForce.image) ? h("li", null, "newest: ", release(r.newest), r.eligibleAt ? [", eligible ", when(r.eligibleAt)] : null) : null,
+        r.queued ? h("li", null, "queued: ", release(r.queued), ", after the change in flight") : null,
+        r.error ? h("li", { class: "err", role: "alert" }, "source failing: ", richText(r.error), "; the image in force stays") : null,
+        h("li", { class: "sub" }, pools.length + " pool(s), " + behind.length + " behind the channel" +
+          (behind.length ? ": " + behind.slice(0, 10).map((p) => p.pool + " (" + human(p.lagSeconds) + ")").join(", ") : "") +
+          (r.askedAt ? "; asked " + ago(r.askedAt) : "")),
+      ];
+      return h("div", { class: "fleet" }, h("p", { class: "fhead" }, h("strong", null, "channel " + c.name)), h("ul", { class: "gates" }, rows));
+    }), ...Object.entries(doc.recalled || {}).map(([image, why]) =>
+      h("p", { class: "halt" }, "Recalled ", mono(image), " by " + why.by + ": ", richText(why.reason || ""))));
   }
   function renderDaemonInfo() {
     const dl = $("daemon-info"), st = S.status, d = st.daemon || {}, r = st.reconcile || {};
@@ -1099,6 +1130,7 @@
       if (!S.status.stub) { renderDaemonInfo(); renderConfig(); }
       renderTable();
       if (S.fleets) renderFleet();
+      if (S.images) renderImages();
       if (S.previews) renderPreviews();
     } else if (S.route.view === "pool" && S.doc) {
       renderPoolHead(); renderCharts(); renderForecast(); renderEvents(); renderDaemon();
