@@ -109,15 +109,18 @@ fn write_config(root: &Path, pools: usize, channels: usize, interval: u64) {
         ));
     }
     std::fs::write(config.join("channels.yaml"), text).unwrap();
-    let mut text = String::new();
-    for p in 0..pools {
-        let c = p % channels;
-        let ring = if p < channels { "canary" } else { "main" };
-        text.push_str(&format!(
-            "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{p:05}, labels: {{channel: ch{c}, ring: {ring}}}}}\nspec:\n  providerRef: sim\n  size: 1\n  template: {{image: {{channel: ch{c}}}}}\n  rollout: {{health: {{minReady: 0s}}}}\n"
-        ));
+    // At most 1,000 documents a file: 500 pools each.
+    for (f, chunk) in (0..pools).collect::<Vec<_>>().chunks(500).enumerate() {
+        let mut text = String::new();
+        for &p in chunk {
+            let c = p % channels;
+            let ring = if p < channels { "canary" } else { "main" };
+            text.push_str(&format!(
+                "---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: pool-{p:05}, labels: {{channel: ch{c}, ring: {ring}}}}}\nspec:\n  providerRef: sim\n  size: 1\n  template: {{image: {{channel: ch{c}}}}}\n  rollout: {{health: {{minReady: 0s}}}}\n"
+            ));
+        }
+        std::fs::write(config.join(format!("pools-{f:02}.yaml")), text).unwrap();
     }
-    std::fs::write(config.join("pools.yaml"), text).unwrap();
 }
 
 fn main() {

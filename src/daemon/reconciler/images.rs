@@ -39,6 +39,9 @@ pub(super) struct Channels {
     pub next_change: Option<String>,
     /// Each channel's images as its source last listed them (release times).
     known: BTreeMap<String, BTreeMap<String, Timestamp>>,
+    /// The pools following each channel in the desired state in force
+    /// (made at each load: a turn of the loop looks at channels, not pools).
+    followers: BTreeMap<String, Vec<String>>,
     pub view: ImagesView,
 }
 
@@ -56,6 +59,7 @@ impl Channels {
             rx: Some(rx),
             next_change: None,
             known: BTreeMap::new(),
+            followers: BTreeMap::new(),
             view: Arc::new(Mutex::new(
                 serde_json::json!({"channels": [], "recalled": {}}),
             )),
@@ -87,9 +91,12 @@ impl Reconciler {
         let Some(f) = &self.in_force else {
             return false;
         };
+        if self.images.followers.is_empty() {
+            return false;
+        }
         let (config, providers) = (f.config.clone(), f.providers.clone());
         let now = self.clock.now();
-        let followed = crate::images::resolve::followed(&config);
+        let followed: Vec<String> = self.images.followers.keys().cloned().collect();
         self.images.due.retain(|c, _| followed.contains(c));
         for name in &followed {
             let Some(doc) = config.channels.get(name).map(|e| e.doc.clone()) else {
@@ -118,17 +125,28 @@ impl Reconciler {
 
     /// Whether a change of a FleetRollout governing a pool of `channel` is
     /// in flight.
-    fn channel_in_flight(&self, config: &crate::spec::Config, channel: &str) -> bool {
-        config.pools.iter().any(|(pool, e)| {
-            e.doc
-                .spec
-                .template
-                .image
-                .as_ref()
-                .and_then(|i| i.channel())
-                .is_some_and(|c| c.as_str() == channel)
-                && self.fleet.in_flight(pool)
-        })
+    fn channel_in_flight(&self, channel: &str) -> bool {
+        self.images
+            .followers
+            .get(channel)
+            .is_some_and(|pools| pools.iter().any(|p| self.fleet.in_flight(p)))
+    }
+
+    /// The desired state in force changed: which pools follow which channel.
+    pub(super) fn images_loaded(&mut self) {
+        let mut followers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if let Some(f) = &self.in_force {
+            for (pool, e) in &f.config.pools {
+                if let Some(c) = e.doc.spec.template.image.as_ref().and_then(|i| i.channel()) {
+                    followers
+                        .entry(c.value.clone())
+                        .or_default()
+                        .push(pool.clone());
+                }
+            }
+        }
+        self.images.followers = followers;
+        self.images_publish();
     }
 
     /// Queued images whose channel's change is no longer in flight come in
@@ -142,9 +160,13 @@ impl Reconciler {
             .filter(|(_, r)| r.queued.is_some())
             .map(|(c, _)| c.clone())
             .collect();
+        if queued.is_empty() {
+            return false;
+        }
+        let before = self.images.record.clone();
         let mut notes = Vec::new();
         for channel in queued {
-            if self.channel_in_flight(config, &channel) {
+            if self.channel_in_flight(&channel) {
                 continue;
             }
             let Some(doc) = config.channels.get(&channel) else {
@@ -156,7 +178,26 @@ impl Reconciler {
                 notes.extend(rec.settle(&channel, &rules, now));
             }
         }
+        if notes.is_empty() || !self.images_keep(before) {
+            return false;
+        }
         self.images_noted(notes, now)
+    }
+
+    /// Keep the record before anything follows from it. When it cannot be
+    /// written, the record goes back to `before` (nothing moved) and the
+    /// next ask or settle tries again.
+    fn images_keep(&mut self, before: Images) -> bool {
+        match self.images.save() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(
+                    "keeping the image record failed, so nothing follows from it yet: {e:#}"
+                );
+                self.images.record = before;
+                false
+            }
+        }
     }
 
     /// A source answered (or failed). True when an image came in force.
@@ -184,7 +225,8 @@ impl Reconciler {
                 channel: asked.channel.clone(),
             })
             .set(i64::from(asked.answer.is_err()));
-        let in_flight = self.channel_in_flight(&config, &asked.channel);
+        let in_flight = self.channel_in_flight(&asked.channel);
+        let before = self.images.record.clone();
         let notes = crate::reconcile::images::answered(
             &mut self.images.record,
             &asked.channel,
@@ -193,17 +235,16 @@ impl Reconciler {
             in_flight,
             now,
         );
-        let changed = self.images_noted(notes, now);
-        // The record moved (asked at, newest seen): kept and shown.
-        if let Err(e) = self.images.save() {
-            tracing::error!("keeping the image record: {e:#}");
-        }
+        // The record moved (asked at, newest seen, perhaps an image in
+        // force): kept first, then told and acted on.
+        let changed = self.images_keep(before) && self.images_noted(notes, now);
         self.images_publish();
         changed
     }
 
-    /// Record, tell and act on what a transition did. True when an image
-    /// came in force (the caller loads the desired state again).
+    /// Tell and act on what a transition did (the record is kept already).
+    /// True when an image came in force (the caller loads the desired state
+    /// again).
     fn images_noted(&mut self, notes: Vec<Note>, now: Timestamp) -> bool {
         let mut changed = false;
         for n in &notes {
@@ -213,9 +254,8 @@ impl Reconciler {
                     changed = true;
                     EventKind::ImageEligible
                 }
-                Note::RolledOff { channel, from, .. } => {
+                Note::RolledOff { from, .. } => {
                     self.images.next_change = Some(format!("recall {from}"));
-                    let _ = channel;
                     changed = true;
                     EventKind::ImageRecalled
                 }
@@ -232,9 +272,6 @@ impl Reconciler {
             self.events.emit(Event::new(now, "", kind, message));
         }
         if !notes.is_empty() {
-            if let Err(e) = self.images.save() {
-                tracing::error!("keeping the image record: {e:#}");
-            }
             self.images_publish();
         }
         changed
@@ -257,11 +294,17 @@ impl Reconciler {
         let Some(config) = self.in_force.as_ref().map(|f| f.config.clone()) else {
             return Err("no desired state is in force yet".into());
         };
+        let before = self.images.record.clone();
         if !recall {
             let Some(was) = self.images.record.unrecall(image) else {
                 return Err(format!("{image} is not recalled"));
             };
-            self.images.save().map_err(|e| format!("{e:#}"))?;
+            if !self.images_keep(before) {
+                return Err(format!(
+                    "the image record {} could not be written; nothing changed",
+                    self.images.path.display()
+                ));
+            }
             let message = format!(
                 "{image} is no longer recalled (by {who}: {reason}; it was recalled by {} at {}: {}); channels may pick it again at their next ask",
                 was.by, was.at, was.reason
@@ -307,14 +350,24 @@ impl Reconciler {
                 literal.join(", ")
             ));
         }
-        self.images.save().map_err(|e| format!("{e:#}"))?;
+        if !self.images_keep(before) {
+            return Err(format!(
+                "the image record {} could not be written; nothing changed",
+                self.images.path.display()
+            ));
+        }
         self.events.emit(Event::new(
             now,
             "",
             EventKind::ImageRecalled,
             message.clone(),
         ));
-        let changed = self.images_noted(notes, now);
+        // One event says it all (the channels moved are in its message).
+        tracing::info!(image, "{message}");
+        let changed = notes.iter().any(|n| matches!(n, Note::RolledOff { .. }));
+        if changed {
+            self.images.next_change = Some(format!("recall {image}"));
+        }
         self.images_publish();
         Ok((message, changed))
     }

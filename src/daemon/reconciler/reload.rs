@@ -220,7 +220,9 @@ impl Reconciler {
             // across pools begins when governed pools want new templates.
             self.fleet_loaded().await;
         }
-        self.images_publish();
+        if changed {
+            self.images_loaded();
+        }
         let overrides = crate::store::overrides::recent(&self.state.root, 20);
         self.board.update(|d| d.overrides = overrides);
         if first_load {
