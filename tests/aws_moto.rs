@@ -464,6 +464,33 @@ fn an_ssm_parameter_rolls_the_group_through_versions_poolwright_makes_and_a_reca
     assert_eq!(made[2].2, amis[0], "with the parameter's image: {made:?}");
     assert!(made[2].1.starts_with("poolwright pool=web "), "{made:?}");
 
+    // A source that fails keeps the image in force and says why: an SSM
+    // value that is not an AMI id, then an AMI that does not exist.
+    for (value, why) in [
+        ("not-an-ami", "which is not an AMI id"),
+        ("ami-0123456789abcdef0", "does not exist"),
+    ] {
+        w.aws.put_parameter(param, value);
+        d.wait_for(
+            "the source fails, said in status",
+            std::time::Duration::from_secs(30),
+            |s| {
+                s["images"][0]["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains(why))
+            },
+        );
+        assert!(
+            d.events()
+                .iter()
+                .any(|e| e["event"] == "image_source_failed"
+                    && e["message"].as_str().unwrap().contains(why)),
+            "an event says why"
+        );
+        assert_eq!(w.group().launch_template_version.as_deref(), Some("3"));
+        assert_eq!(w.aws.lt_versions("web-lt").len(), 3, "no version made");
+    }
+
     // Four more images, one after another: a version each, a roll each.
     for (i, ami) in amis[1..5].iter().enumerate() {
         let before = w.aws.instance_templates(&w.group().instances);

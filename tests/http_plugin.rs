@@ -225,8 +225,27 @@ fn the_reference_plugin_passes_the_conformance_kit() {
     );
     let template = format!(r#"{{"image":"{}","instanceType":"t3.micro"}}"#, AMIS[0]);
     let new_template = format!(r#"{{"image":"{}","instanceType":"t3.small"}}"#, AMIS[1]);
+    // An image of the channel `base`, as the plug-in publishes them: an AMI
+    // of the account tagged poolwright.io/channel.
+    let aws = Aws::new(&m.url);
+    let ami = aws.register_image("node-base-1");
+    aws.block(async {
+        aws.ec2
+            .create_tags()
+            .resources(&ami)
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key("poolwright.io/channel")
+                    .value("base")
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    });
     let out = Command::new(env!("CARGO_BIN_EXE_poolwright"))
         .args(["plugin", "check", &p.url, "--template", &template])
+        .args(["--channel", "base"])
         .args([
             "--new-template",
             &new_template,
@@ -291,6 +310,8 @@ fn the_reference_plugin_passes_the_conformance_kit() {
         "create-pool-duplicate",
         "reimage-unsupported",
         "quota-exceeded",
+        "channel-missing",
+        "channel-images",
     ] {
         assert_eq!(verdict(check).as_deref(), Some("pass"), "{check}");
     }

@@ -30,6 +30,9 @@ pub struct Base {
     pub config: Arc<Config>,
     pub providers: Arc<Providers>,
     pub revision: Option<Revision>,
+    /// Each image channel's record in force: a branch's pools that follow
+    /// a channel are planned with its image in force.
+    pub images: Arc<crate::images::Images>,
 }
 
 /// What the fetcher found to preview at its last fetch.
@@ -250,13 +253,14 @@ impl Previewer {
             );
             return preview;
         };
-        let config = match self.load(&rev.commit).await {
+        let mut config = match self.load(&rev.commit).await {
             Ok(config) => config,
             Err(errors) => {
                 preview.errors = errors;
                 return preview;
             }
         };
+        crate::images::resolve::resolve(&mut config, &base.images);
         if let Err(e) = same_backends(&config, &base.config) {
             preview.errors.push(e.to_string());
             return preview;

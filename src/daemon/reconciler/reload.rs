@@ -208,6 +208,7 @@ impl Reconciler {
                     config: f.config.clone(),
                     providers: f.providers.clone(),
                     revision: f.revision.clone(),
+                    images: Arc::new(self.images.record.clone()),
                 })));
         }
         for pool in edited.iter().flatten() {
