@@ -377,6 +377,7 @@ fn the_document_reference_is_generated_from_the_schema() {
         "NodePoolDoc",
         "DisruptionPolicyDoc",
         "FleetRolloutDoc",
+        "ImageChannelDoc",
     ] {
         out += &format!("\n## {}\n\n", kind.trim_end_matches("Doc"));
         out += "| field | type | default | description |\n|---|---|---|---|\n";
