@@ -119,14 +119,15 @@ pub fn render(view: &serde_json::Value, now: jiff::Timestamp) -> String {
             let lag = p["lagSeconds"].as_i64().unwrap_or(0);
             let _ = writeln!(
                 out,
-                "  pool {:<20} {}{}",
+                "  pool {:<20} {}{}{}",
                 p["pool"].as_str().unwrap_or("?"),
                 p["image"].as_str().unwrap_or("(not observed)"),
                 if lag > 0 {
                     format!(", {} behind the channel", crate::plan::age_span(lag))
                 } else {
                     String::new()
-                }
+                },
+                node_ages(&p["nodes"], now)
             );
         }
     }
@@ -143,6 +144,31 @@ pub fn render(view: &serde_json::Value, now: jiff::Timestamp) -> String {
         }
     }
     out
+}
+
+/// A pool's nodes by the image each runs, with that image's age now:
+/// `; nodes: 2 on img-2 (1d old), 1 on img-1 (9d old)`.
+fn node_ages(nodes: &serde_json::Value, now: jiff::Timestamp) -> String {
+    let mut by_image: std::collections::BTreeMap<(i64, String), usize> = Default::default();
+    for n in nodes.as_array().into_iter().flatten() {
+        let image = n["image"].as_str().unwrap_or("an image not seen");
+        let age = ts(&n["released"]).map_or(-1, |r| now.duration_since(r).as_secs().max(0));
+        *by_image.entry((age, image.to_string())).or_default() += 1;
+    }
+    if by_image.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by_image
+        .iter()
+        .map(|((age, image), n)| {
+            if *age < 0 {
+                format!("{n} on {image}")
+            } else {
+                format!("{n} on {image} ({} old)", crate::plan::age_span(*age))
+            }
+        })
+        .collect();
+    format!("; nodes: {}", parts.join(", "))
 }
 
 /// `poolwright image recall|unrecall IMAGE --reason`.

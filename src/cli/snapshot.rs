@@ -68,10 +68,6 @@ pub(super) async fn snapshot(
     revision: Option<String>,
 ) -> anyhow::Result<Snapshot> {
     let providers = Providers::build(&config, &state.root, clock.clone());
-    let images = resolve_images(&mut config, &providers, state, clock.now()).await?;
-    let inventory = Inventory::load(&state.inventory())?;
-    let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
-    observed.rollouts = Journal::new(state.journal_dir()).all().await?;
     let mut fleets = BTreeMap::new();
     for (name, journal) in FleetJournal::new(state.fleet_dir())
         .of(config.fleets.keys().map(String::as_str))
@@ -80,6 +76,10 @@ pub(super) async fn snapshot(
         // A journal that cannot be read: nothing is planned from a guess.
         fleets.insert(name, journal.map_err(anyhow::Error::msg)?);
     }
+    let images = resolve_images(&mut config, &providers, state, &fleets, clock.now()).await?;
+    let inventory = Inventory::load(&state.inventory())?;
+    let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
+    observed.rollouts = Journal::new(state.journal_dir()).all().await?;
     let id = |targets: &BTreeMap<String, TemplateHash>| {
         revision
             .clone()
@@ -97,18 +97,44 @@ pub(super) async fn snapshot(
 
 /// Each channel the pools follow is asked once; its newest eligible image
 /// is written into its pools (a source that fails keeps the image last in
-/// force, said on stderr).
+/// force, said on stderr). While a change of a FleetRollout governing a
+/// channel's pools is in flight (`fleets`, as journaled), a newer image is
+/// queued behind it, as the daemon queues it.
 async fn resolve_images(
     config: &mut Config,
     providers: &Providers,
     state: &StateDir,
+    fleets: &BTreeMap<String, crate::fleet::FleetState>,
     now: jiff::Timestamp,
 ) -> anyhow::Result<crate::images::Images> {
     if config.channels.is_empty() {
         return Ok(crate::images::Images::default());
     }
     let record = crate::store::images::load(&crate::store::images::path(&state.root))?;
-    let (images, notes) = crate::reconcile::images::ask_all(config, providers, record, now).await;
+    let rules = crate::fleet::view::rules(config);
+    let in_flight_fleets: Vec<&crate::fleet::rules::Rules> = rules
+        .iter()
+        .filter(|(name, _)| {
+            fleets.get(*name).is_some_and(|s| {
+                matches!(
+                    s.change.status,
+                    crate::fleet::change::ChangeStatus::Running
+                        | crate::fleet::change::ChangeStatus::Paused { .. }
+                )
+            })
+        })
+        .map(|(_, r)| r.as_ref())
+        .collect();
+    let followers = crate::images::resolve::followers(config);
+    let in_flight = |channel: &str| {
+        followers.get(channel).is_some_and(|pools| {
+            pools
+                .iter()
+                .any(|p| in_flight_fleets.iter().any(|r| r.stage_of(p).is_some()))
+        })
+    };
+    let (images, notes) =
+        crate::reconcile::images::ask_all(config, providers, record, &in_flight, now).await;
     for n in &notes {
         if let crate::images::Note::SourceFailed { .. } = n {
             eprintln!("warning: {}", n.message());

@@ -41,7 +41,7 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             continue;
         }
         d.reconciler.fleet_tick().await;
-        if d.reconciler.images_tick() {
+        if d.reconciler.images_tick().await {
             // A queued image came in force as its channel's change ended.
             reload = Some(Trigger::Files);
             continue;
@@ -96,7 +96,7 @@ pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()
             Some(read) = inbox.gates.recv() => d.reconciler.gate_read(read).await,
             Some(e) = inbox.pool_events.recv() => d.reconciler.pool_event(e).await,
             Some(a) = inbox.images.recv() => {
-                if d.reconciler.image_answered(a) {
+                if d.reconciler.image_answered(a).await {
                     reload = Some(reload.map_or(Trigger::Files, |t| t.merge(Trigger::Files)));
                 }
             }

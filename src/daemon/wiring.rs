@@ -21,6 +21,7 @@ use super::{DaemonFile, Options, access, daemon_file, ha_wiring, http, listen, s
 use crate::clock::{Clock, SystemClock};
 use crate::ha::{Election, Leading};
 use crate::reconcile::{EventSink, Stop};
+use crate::store::images::ImageStore;
 use crate::store::latency::{LatencyRecorder, LatencyStore};
 use crate::store::{FleetJournal, Inventory, InventoryStore, Journal, StateDir, atomic_write};
 
@@ -309,6 +310,11 @@ async fn stores(
             } else {
                 FleetJournal::new(state.fleet_dir())
             },
+            images: if opts.dry_run {
+                ImageStore::Memory
+            } else {
+                ImageStore::File(crate::store::images::path(&state.root))
+            },
         };
         return Ok((stores, None));
     };
@@ -339,6 +345,7 @@ async fn stores(
         journal: Journal::Shared(store.clone()),
         shards: Some(store.shards.clone()),
         fleet_journal: FleetJournal::Shared(store.clone()),
+        images: ImageStore::Shared(store.clone()),
         inventory_store: Arc::new(InventoryStore::shared(store)),
         inventory: Inventory::default(),
     };

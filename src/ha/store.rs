@@ -17,7 +17,8 @@
 //! A fleet change (`LEASE-fleet-NAME`) is the one object every daemon
 //! writes: each write is a compare-and-swap on resourceVersion by a daemon
 //! holding a current term of some lease, tried again on a conflict with what
-//! the other writer left.
+//! the other writer left. The image channels' record (`LEASE-images`) is
+//! written the same way.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -71,6 +72,7 @@ impl ClusterStore {
             }
             Record::Inventory(_) | Record::SingleInventory => format!("{}-inventory", self.lease),
             Record::Fleet(name) => format!("{}-fleet-{name}", self.lease),
+            Record::Images => format!("{}-images", self.lease),
         }
     }
 
@@ -85,7 +87,7 @@ impl ClusterStore {
             Record::Journal(pool) => Some(self.shards.of(pool)),
             Record::Inventory(shard) => Some(shard),
             Record::SingleInventory => Some(0),
-            Record::Fleet(_) => None,
+            Record::Fleet(_) | Record::Images => None,
         }
     }
 
@@ -102,6 +104,7 @@ impl ClusterStore {
             Record::Fleet(name) => {
                 labels.insert(FLEET_LABEL.to_string(), name.to_string());
             }
+            Record::Images => {}
         }
         labels
     }

@@ -50,10 +50,16 @@ pub fn resolve(config: &mut Config, images: &Images) {
 
 /// The channels the pools of `config` follow.
 pub fn followed(config: &Config) -> std::collections::BTreeSet<String> {
-    config
-        .pools
-        .values()
-        .filter_map(|e| e.doc.spec.template.image.as_ref()?.channel())
-        .map(|c| c.value.clone())
-        .collect()
+    followers(config).into_keys().collect()
+}
+
+/// The pools following each channel.
+pub fn followers(config: &Config) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (pool, e) in &config.pools {
+        if let Some(c) = e.doc.spec.template.image.as_ref().and_then(|i| i.channel()) {
+            out.entry(c.value.clone()).or_default().push(pool.clone());
+        }
+    }
+    out
 }

@@ -95,13 +95,15 @@ pub fn answered(
     }
 }
 
-/// `plan` and `apply`: ask every channel the pools follow, once each (no
-/// change is in flight for a command that runs to its end), and return the
-/// record as it would be.
+/// `plan` and `apply`: ask every channel the pools follow, once each, and
+/// return the record as it would be. A newer image of a channel whose
+/// change is in flight (`in_flight`, by channel) is queued, as the daemon
+/// queues it.
 pub async fn ask_all(
     config: &Config,
     providers: &Providers,
     mut images: Images,
+    in_flight: &(dyn Fn(&str) -> bool + Sync),
     now: Timestamp,
 ) -> (Images, Vec<Note>) {
     let mut notes = Vec::new();
@@ -112,7 +114,14 @@ pub async fn ask_all(
     });
     let answers: Vec<_> = futures_util::future::join_all(asks).await;
     for (name, doc, answer) in answers {
-        notes.extend(answered(&mut images, name, doc, answer, false, now));
+        notes.extend(answered(
+            &mut images,
+            name,
+            doc,
+            answer,
+            in_flight(name),
+            now,
+        ));
     }
     (images, notes)
 }

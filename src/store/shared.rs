@@ -19,6 +19,9 @@ pub enum Record<'a> {
     SingleInventory,
     /// A fleet rollout's change in progress (every daemon reads and writes it).
     Fleet(&'a str),
+    /// What the image channels remember (every daemon reads it; the one
+    /// asking the sources, and any that takes a recall, writes it).
+    Images,
 }
 
 /// Why this process may not act now: it holds no current term of the lease

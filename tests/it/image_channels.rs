@@ -436,3 +436,128 @@ fn a_failing_source_keeps_the_image_in_force_and_says_why_in_status_an_event_and
     let (_, metrics) = d.get("/metrics");
     assert!(metrics.contains("poolwright_image_source_failing{channel=\"base\"} 0"));
 }
+
+/// While a change is in flight, a newer image waits: `plan` says so (as the
+/// daemon queues it), `forecast` says when it reaches every pool (after the
+/// change in flight ends), and `/v1/images` gives each node's image and
+/// that image's age.
+#[test]
+fn a_queued_image_is_forecast_after_the_change_in_flight_and_each_nodes_image_age_is_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
+    std::fs::write(config.join("channel.yaml"), channel("")).unwrap();
+    // The canary soaks an hour: the change stays in flight.
+    std::fs::write(
+        config.join("rings.yaml"),
+        "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: canary, selector: {matchLabels: {ring: canary}}, soak: 1h}\n    - {name: rest}\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("pools.yaml"), pools(4)).unwrap();
+    let d = Daemon::start(root, &[]);
+    let in_sync = |s: &Value| {
+        s["pools"]
+            .as_array()
+            .is_some_and(|p| p.len() == 4 && p.iter().all(|p| p["state"] == "in-sync"))
+    };
+    d.wait_for("4 pools in sync on img-1", Duration::from_secs(60), in_sync);
+    ok(
+        root,
+        &[
+            "sim",
+            "release",
+            "img-2",
+            "--state-dir",
+            "state",
+            "--released",
+            "2026-12-01T00:00:00Z",
+        ],
+    );
+    d.wait_for("the canary soaks on img-2", Duration::from_secs(60), |s| {
+        change(s)["change"] == "channel base@img-2"
+            && s["pools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "pool-000" && p["state"] == "in-sync")
+            && serde_json::to_string(&change(s)).unwrap().contains("soak")
+    });
+    ok(root, &["sim", "release", "img-3", "--state-dir", "state"]);
+    d.wait_for_event("img-3 queued", |e| {
+        e["event"] == "image_queued" && e["message"].as_str().unwrap().contains("img-3")
+    });
+
+    // `plan` beside the daemon queues it too: the pools stay on img-2.
+    let plan = ok(root, &["plan", "config", "--state-dir", "state"]);
+    assert!(
+        plan.contains("channel base: img-3 is eligible and waits for the change in flight"),
+        "{plan}"
+    );
+
+    // `forecast`: img-3 begins when the change in flight ends (its canary
+    // soaks an hour), then reaches all 4 pools.
+    let text = ok(
+        root,
+        &["forecast", "config", "--state-dir", "state", "--runs", "20"],
+    );
+    assert!(text.contains("channel base: queued image img-3"), "{text}");
+    let json: Value = serde_json::from_str(&ok(
+        root,
+        &[
+            "forecast",
+            "config",
+            "--state-dir",
+            "state",
+            "--runs",
+            "20",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    let q = &json["queued"][0];
+    assert_eq!(q["image"], "img-3", "{json:#}");
+    assert_eq!(q["change"], "channel base@img-3", "{q:#}");
+    assert_eq!(q["waitsFor"], serde_json::json!(["rings"]), "{q:#}");
+    assert_eq!(q["poolsRolled"], 4, "{q:#}");
+    let ts = |v: &Value| v.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    let now = jiff::Timestamp::now();
+    let begins = ts(&q["beginsP50"]);
+    assert!(
+        begins.duration_since(now) > jiff::SignedDuration::from_mins(50),
+        "it waits for the hour's soak: {q:#}"
+    );
+    assert!(ts(&q["finishP50"]) > begins, "{q:#}");
+    assert!(ts(&q["finishP90"]) >= ts(&q["finishP50"]), "{q:#}");
+
+    // Each node's image and that image's age.
+    let (_, body) = d.get("/v1/images");
+    let images: Value = serde_json::from_str(&body).unwrap();
+    let pools = images["channels"][0]["pools"].as_array().unwrap().clone();
+    let nodes = |pool: &str| -> Vec<Value> {
+        pools.iter().find(|p| p["pool"] == pool).unwrap()["nodes"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let canary = nodes("pool-000");
+    assert_eq!(canary.len(), 2, "{images:#}");
+    assert!(
+        canary
+            .iter()
+            .all(|n| n["image"] == "img-2" && n["released"] == "2026-12-01T00:00:00Z"),
+        "{images:#}"
+    );
+    let waiting = nodes("pool-001");
+    assert!(
+        waiting
+            .iter()
+            .all(|n| n["image"] == "img-1" && n["ageSeconds"].as_i64().unwrap() > 300 * 86_400),
+        "{images:#}"
+    );
+    let shown = ok(root, &["images", "--state-dir", "state"]);
+    assert!(shown.contains("nodes: 2 on img-2 ("), "{shown}");
+    assert!(shown.contains("nodes: 2 on img-1 ("), "{shown}");
+}

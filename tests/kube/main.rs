@@ -12,3 +12,4 @@ mod drain;
 mod ha;
 mod rollout;
 mod shards;
+mod shared_images;

@@ -46,7 +46,7 @@ fn write_fleet(config: &Path, image: u32) {
     }
 }
 
-fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
+pub(crate) fn start(root: &Path, cp: &ControlPlane, identity: &str) -> Daemon {
     start_as(root, cp, identity, &format!("state-{identity}"))
 }
 
@@ -123,7 +123,7 @@ fn holders(daemons: &[&Daemon]) -> Option<BTreeMap<u64, String>> {
 }
 
 /// Wait until the live daemons hold all shards between them, each S/n or one more.
-fn wait_balanced(daemons: &[&Daemon], limit: Duration) -> BTreeMap<u64, String> {
+pub(crate) fn wait_balanced(daemons: &[&Daemon], limit: Duration) -> BTreeMap<u64, String> {
     let started = Instant::now();
     loop {
         let h = holders(daemons).unwrap_or_default();

@@ -67,12 +67,13 @@ fn at(now: Timestamp, secs: f64) -> Timestamp {
 pub(super) fn forecast_changes(
     config: &Config,
     snap: &Snapshot,
+    observed: &crate::plan::Observed,
     state: &StateDir,
     req: &Request,
     now: Timestamp,
 ) -> anyhow::Result<(Vec<FleetForecast>, String)> {
     // Every roll the desired state asks for, held by its change or not.
-    let mut free = snap.observed.clone();
+    let mut free = observed.clone();
     let views = std::mem::take(&mut free.fleets);
     let opts = PlanOptions {
         prune: false,
@@ -80,7 +81,7 @@ pub(super) fn forecast_changes(
         override_disruption: false,
     };
     let ungoverned = plan::plan(config, &free, &snap.inventory, &opts);
-    let rolled = rolled_pools(config, snap, &ungoverned, state, &[]);
+    let rolled = rolled_pools(config, snap, &free, &ungoverned, state, &[]);
     let mut out = Vec::new();
     let mut text = String::new();
     for (name, view) in &views {
@@ -208,7 +209,7 @@ pub(super) fn forecast_changes(
 
 /// The pool as it will be once settled: its booting nodes healthy (since
 /// `at`), its leaving nodes gone; a failing node stays failing.
-fn settled(pool: &ObservedPool, at: Timestamp) -> ObservedPool {
+pub(super) fn settled(pool: &ObservedPool, at: Timestamp) -> ObservedPool {
     let mut pool = pool.clone();
     pool.nodes.retain(|n| n.state != NodeState::Terminating);
     for n in &mut pool.nodes {

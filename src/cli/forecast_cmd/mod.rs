@@ -22,6 +22,7 @@ use crate::spec::values::IntOrPercent;
 use crate::store::StateDir;
 use crate::store::latency::LatencyStore;
 
+mod queued;
 mod svg;
 
 /// How a forecast is asked for.
@@ -164,6 +165,7 @@ struct Rolled {
 fn rolled_pools(
     config: &Config,
     snap: &Snapshot,
+    observed: &plan::Observed,
     plan: &plan::Plan,
     state: &StateDir,
     only: &[String],
@@ -179,7 +181,7 @@ fn rolled_pools(
         let Some((template, settings)) = p.roll().map(|(t, s)| (t.clone(), s.clone())) else {
             continue;
         };
-        let Some(observed) = snap.observed.pools.get(&p.pool) else {
+        let Some(observed) = observed.pools.get(&p.pool) else {
             continue;
         };
         let sim = config
@@ -419,6 +421,10 @@ struct Report {
     /// Each change across pools: when it reaches every governed pool.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     fleets: Vec<fleet::FleetForecast>,
+    /// Each image queued behind a change in flight: when it reaches every
+    /// pool of its channel.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    queued: Vec<queued::QueuedForecast>,
 }
 
 mod fleet;
@@ -433,12 +439,13 @@ fn forecast_plan(
     now: Timestamp,
 ) -> anyhow::Result<(Report, String)> {
     let sets = parse_sets(&req.set, config).map_err(|e| anyhow::anyhow!(e))?;
-    let rolled = rolled_pools(config, snap, plan, state, &req.pools);
+    let rolled = rolled_pools(config, snap, &snap.observed, plan, state, &req.pools);
     let mut report = Report {
         format_version: 1,
         forecasts: Vec::new(),
         sweeps: Default::default(),
         fleets: Vec::new(),
+        queued: Vec::new(),
     };
     let mut text = String::new();
     if rolled.is_empty() {
@@ -526,7 +533,8 @@ fn forecast_plan(
     // Each change across pools, laid out from the forecasts of every pool it
     // would roll (its held pools too).
     if !config.fleets.is_empty() && req.pools.is_empty() && req.set.is_empty() {
-        let (fleets, fleet_text) = fleet::forecast_changes(config, snap, state, req, now)?;
+        let (fleets, fleet_text) =
+            fleet::forecast_changes(config, snap, &snap.observed, state, req, now)?;
         if !fleets.is_empty() {
             if text.starts_with("No roll planned") {
                 text.clear();
@@ -537,6 +545,20 @@ fn forecast_plan(
             text.push_str(&fleet_text);
         }
         report.fleets = fleets;
+    }
+    if req.pools.is_empty() && req.set.is_empty() {
+        let (queued, queued_text) =
+            queued::forecast_queued(config, snap, state, req, &report.fleets, now)?;
+        if !queued.is_empty() {
+            if text.starts_with("No roll planned") {
+                text.clear();
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&queued_text);
+        }
+        report.queued = queued;
     }
     if let Some(path) = &req.svg {
         let drawing = svg::draw(&curves)?;

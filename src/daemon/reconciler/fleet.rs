@@ -165,7 +165,7 @@ impl Reconciler {
 
     /// Whether this daemon reads the gates: one daemon does (the one acting
     /// on every pool, or holding shard 0), the others read its readings.
-    fn reads_gates(&self) -> bool {
+    pub(super) fn reads_gates(&self) -> bool {
         self.authority.leads_all() || self.authority.leads_shard(0)
     }
 

@@ -1,13 +1,15 @@
 //! Image channels in the daemon: each channel's source is asked every
-//! `interval` (one ask per channel, off the loop); a newly eligible image
-//! comes in force as a change of the desired state, unless a change of the
-//! channel is in flight (then it waits, the newest only); a recall moves
-//! channels off an image at once. The record is kept in `STATE/images.json`
-//! before anything follows from it.
+//! `interval` (one ask per channel, off the loop, by one daemon under
+//! `--ha`); a newly eligible image comes in force as a change of the desired
+//! state, unless a change of the channel is in flight (then it waits, the
+//! newest only); a recall moves channels off an image at once. The record is
+//! kept (`STATE/images.json`, or the ConfigMap the daemons share) before
+//! anything follows from it; under `--ha` every daemon reads it again each
+//! retry period and follows what another daemon did.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
@@ -16,6 +18,7 @@ use super::Reconciler;
 use crate::images::{Eligibility, Images, Note, Recall};
 use crate::model::image::Release;
 use crate::model::{Event, EventKind};
+use crate::store::images::ImageStore;
 
 /// A source's answer, back on the loop.
 pub struct Asked {
@@ -27,8 +30,14 @@ pub struct Asked {
 pub type ImagesView = Arc<Mutex<serde_json::Value>>;
 
 pub(super) struct Channels {
-    path: PathBuf,
+    store: ImageStore,
     pub record: Images,
+    /// Whether `record` was read from a shared store yet (it is at the
+    /// first load, before any pool is resolved).
+    read: bool,
+    /// Under `--ha`: how often the shared record is read again, and when next.
+    refresh_every: Duration,
+    refresh_at: Option<Timestamp>,
     /// When each channel is next asked.
     due: BTreeMap<String, Timestamp>,
     asking: BTreeSet<String>,
@@ -46,13 +55,26 @@ pub(super) struct Channels {
 }
 
 impl Channels {
-    pub fn open(state_root: &std::path::Path) -> anyhow::Result<Channels> {
-        let path = crate::store::images::path(state_root);
-        let record = crate::store::images::load(&path)?;
+    /// The record kept in `store` (a shared one is read at the first load).
+    pub fn open(
+        store: ImageStore,
+        state_root: &std::path::Path,
+        refresh_every: Duration,
+    ) -> anyhow::Result<Channels> {
+        let record = match &store {
+            ImageStore::Shared(_) => Images::default(),
+            ImageStore::File(p) => crate::store::images::load(p)?,
+            ImageStore::Memory => {
+                crate::store::images::load(&crate::store::images::path(state_root))?
+            }
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         Ok(Channels {
-            path,
+            read: !store.is_shared(),
+            store,
             record,
+            refresh_every,
+            refresh_at: None,
             due: BTreeMap::new(),
             asking: BTreeSet::new(),
             tx,
@@ -75,19 +97,35 @@ impl Channels {
             .iter()
             .filter(|(c, _)| !self.asking.contains(*c))
             .map(|(_, t)| *t)
+            .chain(self.refresh_at)
             .min()
     }
+}
 
-    fn save(&self) -> anyhow::Result<()> {
-        crate::store::images::save(&self.path, &self.record)
-    }
+/// What another daemon's change of the shared record means here: the id
+/// of the change it began (when a channel's image in force moved), and
+/// whether an image was unrecalled (the sources are asked again at once).
+fn followed_change(held: &Images, now: &Images) -> (Option<String>, bool) {
+    let moved = now.channels.iter().find_map(|(name, rec)| {
+        let before = held.channels.get(name).and_then(|r| r.in_force.as_ref());
+        let after = rec.in_force.as_ref()?;
+        (before.map(|b| &b.image) != Some(&after.image)).then(|| {
+            rec.change
+                .clone()
+                .unwrap_or_else(|| crate::images::record::change_id(name, &after.image))
+        })
+    });
+    let unrecalled = held.recalled.keys().any(|i| !now.recalled.contains_key(i));
+    (moved, unrecalled)
 }
 
 impl Reconciler {
     /// The channels the desired state in force follows, each asked when
-    /// due (a channel new to it at once). Returns true when a queued image
-    /// came in force (the desired state is loaded again).
-    pub fn images_tick(&mut self) -> bool {
+    /// due (a channel new to it at once), by this daemon if it is the one
+    /// that asks; under `--ha`, the shared record read again when due.
+    /// Returns true when an image came in force (the desired state is
+    /// loaded again).
+    pub async fn images_tick(&mut self) -> bool {
         let Some(f) = &self.in_force else {
             return false;
         };
@@ -96,6 +134,14 @@ impl Reconciler {
         }
         let (config, providers) = (f.config.clone(), f.providers.clone());
         let now = self.clock.now();
+        let mut changed = false;
+        if self.images.store.is_shared() && self.images.refresh_at.is_none_or(|t| t <= now) {
+            changed |= self.images_read().await;
+        }
+        if !self.asks_sources() {
+            self.images.due.clear();
+            return changed;
+        }
         let followed: Vec<String> = self.images.followers.keys().cloned().collect();
         self.images.due.retain(|c, _| followed.contains(c));
         for name in &followed {
@@ -120,7 +166,62 @@ impl Reconciler {
                 let _ = tx.send(Asked { channel, answer });
             });
         }
-        self.images_settle(&config, now)
+        changed | self.images_settle(&config, now).await
+    }
+
+    /// Whether this daemon asks the sources and settles queued images: the
+    /// only daemon, or under `--ha` the one that reads the gates too (so
+    /// each source is asked once per interval, not once per daemon).
+    fn asks_sources(&self) -> bool {
+        !self.images.store.is_shared() || self.reads_gates()
+    }
+
+    /// Read the shared record again (at the first load, then each retry
+    /// period): what another daemon did (an image in force, a recall) is
+    /// followed here. True when a channel's image in force moved.
+    pub(super) async fn images_read(&mut self) -> bool {
+        let now = self.clock.now();
+        self.images.refresh_at = now
+            .saturating_add(SignedDuration::try_from(self.images.refresh_every).unwrap_or_default())
+            .ok();
+        let record = match self.images.store.load(&self.state.root).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(
+                    "reading the image record {} failed; the images in force stay: {e:#}",
+                    self.images.store.describe()
+                );
+                return false;
+            }
+        };
+        self.images.read = true;
+        if record == self.images.record {
+            return false;
+        }
+        let (moved, unrecalled) = followed_change(&self.images.record, &record);
+        self.images.record = record;
+        if unrecalled {
+            for due in self.images.due.values_mut() {
+                *due = now;
+            }
+        }
+        if let Some(change) = &moved {
+            tracing::info!(
+                "the image record changed ({change}): the desired state is loaded again"
+            );
+            self.images.next_change = moved;
+        }
+        self.images_publish();
+        self.images.next_change.is_some()
+    }
+
+    /// Before the first load under `--ha`: the record the daemons share.
+    pub(super) async fn images_first_read(&mut self) {
+        if !self.images.read {
+            self.images_read().await;
+            // Its own images in force are no change of this daemon's.
+            self.images.next_change = None;
+        }
     }
 
     /// Whether a change of a FleetRollout governing a pool of `channel` is
@@ -134,74 +235,89 @@ impl Reconciler {
 
     /// The desired state in force changed: which pools follow which channel.
     pub(super) fn images_loaded(&mut self) {
-        let mut followers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        if let Some(f) = &self.in_force {
-            for (pool, e) in &f.config.pools {
-                if let Some(c) = e.doc.spec.template.image.as_ref().and_then(|i| i.channel()) {
-                    followers
-                        .entry(c.value.clone())
-                        .or_default()
-                        .push(pool.clone());
-                }
-            }
-        }
-        self.images.followers = followers;
+        self.images.followers = self
+            .in_force
+            .as_ref()
+            .map(|f| crate::images::resolve::followers(&f.config))
+            .unwrap_or_default();
         self.images_publish();
     }
 
     /// Queued images whose channel's change is no longer in flight come in
     /// force. True when one did.
-    fn images_settle(&mut self, config: &crate::spec::Config, now: Timestamp) -> bool {
-        let queued: Vec<String> = self
+    async fn images_settle(&mut self, config: &crate::spec::Config, now: Timestamp) -> bool {
+        let settled: Vec<String> = self
             .images
             .record
             .channels
             .iter()
-            .filter(|(_, r)| r.queued.is_some())
+            .filter(|(c, r)| {
+                r.queued.is_some() && config.channels.contains_key(*c) && !self.channel_in_flight(c)
+            })
             .map(|(c, _)| c.clone())
             .collect();
-        if queued.is_empty() {
+        if settled.is_empty() {
             return false;
         }
-        let before = self.images.record.clone();
-        let mut notes = Vec::new();
-        for channel in queued {
-            if self.channel_in_flight(&channel) {
-                continue;
-            }
-            let Some(doc) = config.channels.get(&channel) else {
-                continue;
-            };
-            let recalled = self.images.record.recalled.clone();
-            let rules = Eligibility::of(&doc.doc.spec, &recalled);
-            if let Some(rec) = self.images.record.channels.get_mut(&channel) {
-                notes.extend(rec.settle(&channel, &rules, now));
-            }
+        let notes = self
+            .images_change(|record| {
+                let recalled = record.recalled.clone();
+                let mut notes = Vec::new();
+                for channel in &settled {
+                    let (Some(doc), Some(rec)) = (
+                        config.channels.get(channel),
+                        record.channels.get_mut(channel),
+                    ) else {
+                        continue;
+                    };
+                    let rules = Eligibility::of(&doc.doc.spec, &recalled);
+                    notes.extend(rec.settle(channel, &rules, now));
+                }
+                notes
+            })
+            .await;
+        match notes {
+            Ok(notes) => self.images_noted(notes, now),
+            Err(_) => false,
         }
-        if notes.is_empty() || !self.images_keep(before) {
-            return false;
-        }
-        self.images_noted(notes, now)
     }
 
-    /// Keep the record before anything follows from it. When it cannot be
-    /// written, the record goes back to `before` (nothing moved) and the
-    /// next ask or settle tries again.
-    fn images_keep(&mut self, before: Images) -> bool {
-        match self.images.save() {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(
-                    "keeping the image record failed, so nothing follows from it yet: {e:#}"
-                );
-                self.images.record = before;
-                false
+    /// Change the record and keep it before anything follows from it:
+    /// `change` is applied to the record as kept (under `--ha`, as the
+    /// other daemons left it), and what it returns is what follows. When
+    /// the record cannot be kept, nothing follows (the next ask or settle
+    /// tries again) and the reason is returned.
+    async fn images_change<T: Send>(
+        &mut self,
+        mut change: impl FnMut(&mut Images) -> T + Send,
+    ) -> Result<T, String> {
+        let mut out = None;
+        let held = self.images.record.clone();
+        let kept = self
+            .images
+            .store
+            .update(&held, &mut |record| out = Some(change(record)))
+            .await;
+        let why = match (kept, out) {
+            (Ok(record), Some(out)) => {
+                self.images.record = record;
+                return Ok(out);
             }
-        }
+            (Ok(_), None) => "nothing was read".to_string(),
+            (Err(e), _) => e.to_string(),
+        };
+        tracing::error!(
+            "keeping the image record {} failed, so nothing follows from it yet: {why}",
+            self.images.store.describe()
+        );
+        Err(format!(
+            "the image record {} could not be written ({why}); nothing changed",
+            self.images.store.describe()
+        ))
     }
 
     /// A source answered (or failed). True when an image came in force.
-    pub fn image_answered(&mut self, asked: Asked) -> bool {
+    pub async fn image_answered(&mut self, asked: Asked) -> bool {
         self.images.asking.remove(&asked.channel);
         let Some(config) = self.in_force.as_ref().map(|f| f.config.clone()) else {
             return false;
@@ -226,18 +342,24 @@ impl Reconciler {
             })
             .set(i64::from(asked.answer.is_err()));
         let in_flight = self.channel_in_flight(&asked.channel);
-        let before = self.images.record.clone();
-        let notes = crate::reconcile::images::answered(
-            &mut self.images.record,
-            &asked.channel,
-            &doc,
-            asked.answer,
-            in_flight,
-            now,
-        );
-        // The record moved (asked at, newest seen, perhaps an image in
+        // The record moves (asked at, newest seen, perhaps an image in
         // force): kept first, then told and acted on.
-        let changed = self.images_keep(before) && self.images_noted(notes, now);
+        let notes = self
+            .images_change(|record| {
+                crate::reconcile::images::answered(
+                    record,
+                    &asked.channel,
+                    &doc,
+                    asked.answer.clone(),
+                    in_flight,
+                    now,
+                )
+            })
+            .await;
+        let changed = match notes {
+            Ok(notes) => self.images_noted(notes, now),
+            Err(_) => false,
+        };
         self.images_publish();
         changed
     }
@@ -278,9 +400,10 @@ impl Reconciler {
     }
 
     /// `poolwright image recall IMAGE` (or unrecall): journaled before the
-    /// channels move. Returns what is said back, and whether the desired
-    /// state is loaded again.
-    pub fn image_control(
+    /// channels move (under `--ha`, in the record every daemon follows).
+    /// Returns what is said back, and whether the desired state is loaded
+    /// again.
+    pub async fn image_control(
         &mut self,
         image: &str,
         recall: bool,
@@ -294,48 +417,27 @@ impl Reconciler {
         let Some(config) = self.in_force.as_ref().map(|f| f.config.clone()) else {
             return Err("no desired state is in force yet".into());
         };
-        let before = self.images.record.clone();
         if !recall {
-            let Some(was) = self.images.record.unrecall(image) else {
-                return Err(format!("{image} is not recalled"));
-            };
-            if !self.images_keep(before) {
-                return Err(format!(
-                    "the image record {} could not be written; nothing changed",
-                    self.images.path.display()
-                ));
-            }
-            let message = format!(
-                "{image} is no longer recalled (by {who}: {reason}; it was recalled by {} at {}: {}); channels may pick it again at their next ask",
-                was.by, was.at, was.reason
-            );
-            self.events.emit(Event::new(
-                now,
-                "",
-                EventKind::ImageUnrecalled,
-                message.clone(),
-            ));
-            // Asked again now, so that it counts at once.
-            for due in self.images.due.values_mut() {
-                *due = now;
-            }
-            self.images_publish();
-            return Ok((message, false));
-        }
-        if self.images.record.recalled.contains_key(image) {
-            return Err(format!("{image} is recalled already"));
+            return self.image_unrecall(image, who, reason, now).await;
         }
         let deny = crate::reconcile::images::deny_lists(&config);
-        let notes = self.images.record.recall(
-            image,
-            Recall {
-                reason: reason.to_string(),
-                by: who.to_string(),
-                at: now,
-            },
-            &|c: &str| deny.get(c).cloned(),
-            now,
-        );
+        // None: recalled already (perhaps by another daemon).
+        let notes = self
+            .images_change(|record| {
+                if record.recalled.contains_key(image) {
+                    return None;
+                }
+                let by = Recall {
+                    reason: reason.to_string(),
+                    by: who.to_string(),
+                    at: now,
+                };
+                Some(record.recall(image, by, &|c: &str| deny.get(c).cloned(), now))
+            })
+            .await?;
+        let Some(notes) = notes else {
+            return Err(format!("{image} is recalled already"));
+        };
         let literal = literal_pools(&config, image);
         let mut message = format!("{image} is recalled (by {who}: {reason})");
         for n in &notes {
@@ -348,12 +450,6 @@ impl Reconciler {
             message.push_str(&format!(
                 "; pool(s) {} name it in their files and are not rolled: the files say that image",
                 literal.join(", ")
-            ));
-        }
-        if !self.images_keep(before) {
-            return Err(format!(
-                "the image record {} could not be written; nothing changed",
-                self.images.path.display()
             ));
         }
         self.events.emit(Event::new(
@@ -370,6 +466,34 @@ impl Reconciler {
         }
         self.images_publish();
         Ok((message, changed))
+    }
+
+    async fn image_unrecall(
+        &mut self,
+        image: &str,
+        who: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<(String, bool), String> {
+        let Some(was) = self.images_change(|record| record.unrecall(image)).await? else {
+            return Err(format!("{image} is not recalled"));
+        };
+        let message = format!(
+            "{image} is no longer recalled (by {who}: {reason}; it was recalled by {} at {}: {}); channels may pick it again at their next ask",
+            was.by, was.at, was.reason
+        );
+        self.events.emit(Event::new(
+            now,
+            "",
+            EventKind::ImageUnrecalled,
+            message.clone(),
+        ));
+        // Asked again now, so that it counts at once.
+        for due in self.images.due.values_mut() {
+            *due = now;
+        }
+        self.images_publish();
+        Ok((message, false))
     }
 
     /// `/v1/images`: each channel's record, its pools and how far each lags.
@@ -427,19 +551,33 @@ impl Reconciler {
                     (Some(f), Some(r)) if running.as_deref() != Some(f.image.as_str()) => {
                         f.released.duration_since(r).as_secs().max(0)
                     }
-                    (Some(_), _) if running.is_some() => 0,
                     _ => 0,
                 };
                 self.metrics
                     .pool_image_age
                     .get_or_create(&crate::daemon::metrics::PoolLabels { pool: pool.clone() })
                     .set(lag);
+                let nodes = self.feed.last_observed(pool).map(|(observed, _)| {
+                    node_images(&observed, &pe.doc, &rec)
+                        .into_iter()
+                        .map(|(id, image)| {
+                            let released = image.as_deref().and_then(released_of);
+                            serde_json::json!({
+                                "id": id,
+                                "image": image,
+                                "released": released,
+                                "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                });
                 pools.push(serde_json::json!({
                     "pool": pool,
                     "image": running,
                     "released": released,
                     "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
                     "lagSeconds": lag,
+                    "nodes": nodes.unwrap_or_default(),
                 }));
             }
             channels.push(serde_json::json!({
@@ -474,6 +612,9 @@ impl Reconciler {
         let view = serde_json::json!({
             "channels": channels,
             "recalled": self.images.record.recalled,
+            // Under `--ha` one daemon asks the sources; the others follow
+            // the record it keeps.
+            "asksSources": self.asks_sources(),
         });
         *self.images.view.lock().unwrap_or_else(|p| p.into_inner()) = view;
     }
@@ -494,6 +635,46 @@ impl Reconciler {
     pub(super) fn images_due(&self) -> Option<Timestamp> {
         self.images.next_due()
     }
+}
+
+/// Each live node of a channel's pool with the image it runs, when known:
+/// a node launched from the pool's template as observed runs that
+/// template's image; one launched from the pool's template with another of
+/// the channel's images (in force, before, queued, newest) runs that image.
+/// The other templates are made only when a node is on none seen yet (in
+/// a pool at rest, none is).
+fn node_images(
+    observed: &crate::model::ObservedPool,
+    doc: &crate::spec::types::NodePoolDoc,
+    rec: &crate::images::ChannelRecord,
+) -> Vec<(String, Option<String>)> {
+    let mut by_hash = BTreeMap::new();
+    if let Some(image) = &observed.template.image {
+        by_hash.insert(observed.template.hash(), image.clone());
+    }
+    if observed
+        .live_nodes()
+        .any(|n| !by_hash.contains_key(&n.template))
+    {
+        let base = crate::model::PoolSpec::from_doc(doc).template;
+        let candidates = rec
+            .in_force
+            .iter()
+            .chain(&rec.previous)
+            .chain(&rec.queued)
+            .chain(&rec.newest);
+        for r in candidates {
+            let t = crate::model::NodeTemplate {
+                image: Some(r.image.clone()),
+                ..base.clone()
+            };
+            by_hash.entry(t.hash()).or_insert_with(|| r.image.clone());
+        }
+    }
+    observed
+        .live_nodes()
+        .map(|n| (n.id.to_string(), by_hash.get(&n.template).cloned()))
+        .collect()
 }
 
 /// Pools whose files name `image` literally (a recall reports them).

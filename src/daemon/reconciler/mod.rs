@@ -133,6 +133,8 @@ pub struct Stores {
     pub shards: Option<Arc<Shards>>,
     /// Each FleetRollout's change.
     pub fleet_journal: crate::store::FleetJournal,
+    /// What the image channels remember.
+    pub images: crate::store::images::ImageStore,
 }
 
 /// The desired state in force: the last one that loaded cleanly.
@@ -241,7 +243,11 @@ impl Reconciler {
         let schedule = Schedule::new(now, settings.resync);
         let end = schedule.resync_end(now);
         board.update(|d| d.reconcile.next_resync_at = Some(end));
-        let images = images::Channels::open(&state.root)?;
+        let images = images::Channels::open(
+            stores.images,
+            &state.root,
+            ha_retry.unwrap_or(std::time::Duration::from_secs(2)),
+        )?;
         Ok(Reconciler {
             images,
             schedule,

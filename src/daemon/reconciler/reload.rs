@@ -126,7 +126,9 @@ impl Reconciler {
             return;
         };
         self.metrics.config_valid.set(1);
-        // Each channel's image in force, written into its pools.
+        // Each channel's image in force, written into its pools (under
+        // `--ha`, the record the daemons share is read first).
+        self.images_first_read().await;
         crate::images::resolve::resolve(&mut config, &self.images.record);
         let changed = self
             .in_force

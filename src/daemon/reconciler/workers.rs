@@ -270,7 +270,7 @@ impl Reconciler {
             ControlTarget::Pool(pool) => pool,
             ControlTarget::Image { image, recall } => {
                 let why = reason.unwrap_or_default();
-                let answer = self.image_control(&image, recall, &who, &why);
+                let answer = self.image_control(&image, recall, &who, &why).await;
                 let answer = match answer {
                     Ok((message, changed)) => {
                         if changed {
