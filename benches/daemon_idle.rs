@@ -10,46 +10,15 @@
 //! cargo bench --bench daemon_idle
 //!   POOLWRIGHT_BENCH_POOLS (1000), _EDITS (100), _IDLE_SECS (30), _RESYNC (5m)
 
-use std::io::{Read, Write};
+#[path = "common/mod.rs"]
+mod common;
+use common::{Daemon, env_or, http_get};
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// The daemon under test, stopped on every way out of the bench (a failed
-/// assertion included): SIGTERM, then SIGKILL if it lingers.
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_get(url: &str, path: &str) -> String {
-    let addr = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
-}
 
 fn status(url: &str, query: &str) -> Value {
     serde_json::from_str(&http_get(url, &format!("/v1/status?{query}"))).unwrap()
@@ -105,13 +74,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     let pools: usize = env_or("POOLWRIGHT_BENCH_POOLS", 1000);
     let edits: usize = env_or("POOLWRIGHT_BENCH_EDITS", 100);
@@ -147,7 +109,10 @@ fn main() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let _daemon = Daemon { child };
+    let _daemon = Daemon {
+        child,
+        url: String::new(),
+    };
     let started = Instant::now();
     let url = loop {
         if let Ok(t) = std::fs::read_to_string(tmp.path().join("state/daemon.json")) {

@@ -16,10 +16,13 @@
 //!   POOLWRIGHT_BENCH_ONLY (halt,overhead,idle,forecast), _POOLS (2000),
 //!   _IDLE_POOLS (10000), _IDLE_SECS (30), _RUNS (20)
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{Daemon, env_or, http_get};
+
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -27,48 +30,8 @@ use serde_json::Value;
 
 const FILES: usize = 10;
 
-struct Daemon {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_get(url: &str, path: &str) -> String {
-    let addr = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
 fn status(d: &Daemon) -> Value {
     serde_json::from_str(&http_get(&d.url, "/v1/status?pools=none")).unwrap()
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn cpu_ticks(pid: u32) -> u64 {

@@ -15,6 +15,10 @@
 //!   POOLWRIGHT_BENCH_ONLY (fetch,webhook,poll,previews), _FILES (10000),
 //!   _COMMITS (5000), _PUSHES (50), _POLLS (10), _PREVIEWS (20)
 
+#[path = "common/mod.rs"]
+mod common;
+use common::env_or;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -22,13 +26,6 @@ use std::time::{Duration, Instant};
 
 use poolwright::git::mirror::{FetchLimits, Mirror, RemoteOptions};
 use serde_json::Value;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")

@@ -75,6 +75,26 @@ fn ok(root: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `root/config` with the simulator, the channel `base` (with `extra`
+/// lines), `fleet` when given, and `count` pools following the channel.
+fn write_config(root: &Path, extra: &str, fleet: Option<&str>, count: usize) {
+    let config = root.join("config");
+    std::fs::create_dir(&config).unwrap();
+    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
+    std::fs::write(config.join("channel.yaml"), channel(extra)).unwrap();
+    if let Some(fleet) = fleet {
+        std::fs::write(config.join("rings.yaml"), fleet).unwrap();
+    }
+    std::fs::write(config.join("pools.yaml"), pools(count)).unwrap();
+}
+
+/// The simulator's vendor publishes `image` (released now, or at `released`).
+fn release(root: &Path, image: &str, released: Option<&str>) {
+    let mut args = vec!["sim", "release", image, "--state-dir", "state"];
+    args.extend(released.map(|r| ["--released", r]).into_iter().flatten());
+    ok(root, &args);
+}
+
 /// Each pool's template image at the simulator, and its live nodes' images.
 fn sim_images(root: &Path) -> BTreeMap<String, (String, Vec<String>)> {
     // Not written yet (the daemon's first look): nothing.
@@ -144,13 +164,8 @@ fn a_released_image_reaches_40_pools_stage_by_stage_a_later_one_waits_and_a_reca
  {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
-    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
-    std::fs::write(config.join("channel.yaml"), channel("")).unwrap();
-    std::fs::write(config.join("rings.yaml"), RINGS).unwrap();
-    std::fs::write(config.join("pools.yaml"), pools(40)).unwrap();
-    let files_before = std::fs::read_to_string(config.join("pools.yaml")).unwrap();
+    write_config(root, "", Some(RINGS), 40);
+    let files_before = std::fs::read_to_string(root.join("config/pools.yaml")).unwrap();
     let d = Daemon::start(root, &[]);
     d.wait_for("40 pools in sync on img-1", Duration::from_secs(90), |s| {
         s["pools"]
@@ -160,12 +175,12 @@ fn a_released_image_reaches_40_pools_stage_by_stage_a_later_one_waits_and_a_reca
     assert!(all_on(root, "img-1"));
 
     // 1. The vendor releases img-2: one change, staged, with no edit.
-    ok(root, &["sim", "release", "img-2", "--state-dir", "state"]);
+    release(root, "img-2", None);
     d.wait_for("the change of img-2 begins", Duration::from_secs(30), |s| {
         change(s)["change"] == "channel base@img-2"
     });
     // 2. img-3, released while img-2's change is in flight, waits.
-    ok(root, &["sim", "release", "img-3", "--state-dir", "state"]);
+    release(root, "img-3", None);
     d.wait_for_event("img-3 queued", |e| {
         e["event"] == "image_queued" && e["message"].as_str().unwrap().contains("img-3")
     });
@@ -252,7 +267,7 @@ fn a_released_image_reaches_40_pools_stage_by_stage_a_later_one_waits_and_a_reca
         "{images:#}"
     );
     assert_eq!(
-        std::fs::read_to_string(config.join("pools.yaml")).unwrap(),
+        std::fs::read_to_string(root.join("config/pools.yaml")).unwrap(),
         files_before,
         "no file was edited"
     );
@@ -265,44 +280,14 @@ fn a_released_image_reaches_40_pools_stage_by_stage_a_later_one_waits_and_a_reca
 fn plan_resolves_the_newest_eligible_image_and_says_until_when_a_younger_one_waits() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
-    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
-    std::fs::write(
-        config.join("channel.yaml"),
-        channel("  minReleaseAge: 3d\n  deny: [img-2]\n"),
-    )
-    .unwrap();
-    std::fs::write(config.join("pools.yaml"), pools(1)).unwrap();
+    write_config(root, "  minReleaseAge: 3d\n  deny: [img-2]\n", None, 1);
     ok(
         root,
         &["apply", "config", "--state-dir", "state", "--auto-approve"],
     );
-    ok(
-        root,
-        &[
-            "sim",
-            "release",
-            "img-2",
-            "--state-dir",
-            "state",
-            "--released",
-            "2026-02-01T00:00:00Z",
-        ],
-    );
+    release(root, "img-2", Some("2026-02-01T00:00:00Z"));
     let young = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
-    ok(
-        root,
-        &[
-            "sim",
-            "release",
-            "img-3",
-            "--state-dir",
-            "state",
-            "--released",
-            &young.to_string(),
-        ],
-    );
+    release(root, "img-3", Some(&young.to_string()));
     let plan = ok(root, &["plan", "config", "--state-dir", "state"]);
     assert!(
         plan.contains("No changes"),
@@ -317,18 +302,7 @@ fn plan_resolves_the_newest_eligible_image_and_says_until_when_a_younger_one_wai
     );
     // Old enough: the plan rolls to it, saying where it came from.
     let old = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * 6);
-    ok(
-        root,
-        &[
-            "sim",
-            "release",
-            "img-3",
-            "--state-dir",
-            "state",
-            "--released",
-            &old.to_string(),
-        ],
-    );
+    release(root, "img-3", Some(&old.to_string()));
     let plan = ok(root, &["plan", "config", "--state-dir", "state"]);
     assert!(
         plan.contains("image = \"img-1\" -> \"img-3\" (channel base, released")
@@ -385,11 +359,7 @@ fn a_missing_channel_an_unused_one_and_out_of_bounds_values_are_said_where_they_
 fn a_failing_source_keeps_the_image_in_force_and_says_why_in_status_an_event_and_a_metric() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
-    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
-    std::fs::write(config.join("channel.yaml"), channel("")).unwrap();
-    std::fs::write(config.join("pools.yaml"), pools(2)).unwrap();
+    write_config(root, "", None, 2);
     let d = Daemon::start(root, &[]);
     let on = |image: &str| {
         let s = sim_images(root);
@@ -417,18 +387,7 @@ fn a_failing_source_keeps_the_image_in_force_and_says_why_in_status_an_event_and
     // It answers again, with a newer image: ungoverned pools roll to it.
     // (`sim release` refuses to overwrite a corrupt catalogue: it goes first.)
     std::fs::remove_file(&catalogue).unwrap();
-    ok(
-        root,
-        &[
-            "sim",
-            "release",
-            "img-2",
-            "--state-dir",
-            "state",
-            "--released",
-            "2026-03-01T00:00:00Z",
-        ],
-    );
+    release(root, "img-2", Some("2026-03-01T00:00:00Z"));
     d.wait_for_event("the source recovers", |e| {
         e["event"] == "image_source_recovered"
     });
@@ -445,17 +404,9 @@ fn a_failing_source_keeps_the_image_in_force_and_says_why_in_status_an_event_and
 fn a_queued_image_is_forecast_after_the_change_in_flight_and_each_nodes_image_age_is_shown() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let config = root.join("config");
-    std::fs::create_dir(&config).unwrap();
-    std::fs::write(config.join("provider.yaml"), PROVIDER).unwrap();
-    std::fs::write(config.join("channel.yaml"), channel("")).unwrap();
     // The canary soaks an hour: the change stays in flight.
-    std::fs::write(
-        config.join("rings.yaml"),
-        "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: canary, selector: {matchLabels: {ring: canary}}, soak: 1h}\n    - {name: rest}\n",
-    )
-    .unwrap();
-    std::fs::write(config.join("pools.yaml"), pools(4)).unwrap();
+    let slow = "apiVersion: poolwright/v1\nkind: FleetRollout\nmetadata: {name: rings}\nspec:\n  stages:\n    - {name: canary, selector: {matchLabels: {ring: canary}}, soak: 1h}\n    - {name: rest}\n";
+    write_config(root, "", Some(slow), 4);
     let d = Daemon::start(root, &[]);
     let in_sync = |s: &Value| {
         s["pools"]
@@ -463,18 +414,7 @@ fn a_queued_image_is_forecast_after_the_change_in_flight_and_each_nodes_image_ag
             .is_some_and(|p| p.len() == 4 && p.iter().all(|p| p["state"] == "in-sync"))
     };
     d.wait_for("4 pools in sync on img-1", Duration::from_secs(60), in_sync);
-    ok(
-        root,
-        &[
-            "sim",
-            "release",
-            "img-2",
-            "--state-dir",
-            "state",
-            "--released",
-            "2026-12-01T00:00:00Z",
-        ],
-    );
+    release(root, "img-2", Some("2026-12-01T00:00:00Z"));
     d.wait_for("the canary soaks on img-2", Duration::from_secs(60), |s| {
         change(s)["change"] == "channel base@img-2"
             && s["pools"]
@@ -484,7 +424,7 @@ fn a_queued_image_is_forecast_after_the_change_in_flight_and_each_nodes_image_ag
                 .any(|p| p["name"] == "pool-000" && p["state"] == "in-sync")
             && serde_json::to_string(&change(s)).unwrap().contains("soak")
     });
-    ok(root, &["sim", "release", "img-3", "--state-dir", "state"]);
+    release(root, "img-3", None);
     d.wait_for_event("img-3 queued", |e| {
         e["event"] == "image_queued" && e["message"].as_str().unwrap().contains("img-3")
     });
