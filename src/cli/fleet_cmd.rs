@@ -214,7 +214,7 @@ pub fn render(f: &FleetStatus) -> String {
         }
         ChangeStatus::Running => {
             if let Some(w) = &f.waiting {
-                let _ = writeln!(out, "  now: {w}");
+                let _ = writeln!(out, "  now: {}", w.message);
             }
         }
     }

@@ -325,19 +325,14 @@ mod tests {
     use crate::model::phase::{Phase, PhaseKind};
 
     fn event(pool: &str, event: EventKind, node: Option<&str>, counts: Option<Counts>) -> Event {
-        Event {
-            ts: "2026-12-04T10:00:00Z".parse().unwrap(),
-            pool: pool.into(),
+        Event::new(
+            "2026-12-04T10:00:00Z".parse().unwrap(),
+            pool,
             event,
-            node: node.map(Into::into),
-            counts,
-            message: "cordoned".into(),
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        }
+            "cordoned",
+        )
+        .node(node.map(Into::into))
+        .counts(counts)
     }
 
     fn counts(desired: u32, done: u32, launching: u32, outdated: u32, draining: u32) -> Counts {

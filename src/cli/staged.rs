@@ -275,7 +275,7 @@ impl Staged<'_> {
                         .filter_map(|f| {
                             f.waiting
                                 .as_ref()
-                                .map(|w| format!("fleet rollout {}: {w}", f.name))
+                                .map(|w| format!("fleet rollout {}: {}", f.name, w.message))
                         })
                         .collect();
                     let line = waiting.join("; ");
@@ -357,22 +357,18 @@ impl Staged<'_> {
                     .report
                     .line(&format!("fleet rollout {fleet}: {}", note.message)),
             }
-            self.ctx.events.emit(Event {
-                ts: s.at.unwrap_or_else(|| self.clock.now()),
-                pool: note.pool.clone().unwrap_or_default(),
-                event: note.event,
-                node: None,
-                counts: None,
-                message: note.message.clone(),
-                revision: None,
-                by: None,
-                fleet: Some(FleetRef {
+            self.ctx.events.emit(
+                Event::new(
+                    s.at.unwrap_or_else(|| self.clock.now()),
+                    note.pool.clone().unwrap_or_default(),
+                    note.event,
+                    note.message.clone(),
+                )
+                .fleet(Some(FleetRef {
                     name: fleet.clone(),
                     change: change.clone(),
-                }),
-                since: None,
-                phase: None,
-            });
+                })),
+            );
         }
     }
 

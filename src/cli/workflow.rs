@@ -51,19 +51,12 @@ fn record_overrides(
             policy: policy.clone(),
         };
         crate::store::overrides::append(&state.root, &record)?;
-        sink.emit(crate::model::Event {
-            ts: record.at,
-            pool: p.pool.clone(),
-            event: EventKind::DisruptionPolicyOverridden,
-            node: None,
-            counts: None,
-            message: format!("{policy} by {by}: {reason:?}"),
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        });
+        sink.emit(crate::model::Event::new(
+            record.at,
+            p.pool.clone(),
+            EventKind::DisruptionPolicyOverridden,
+            format!("{policy} by {by}: {reason:?}"),
+        ));
     }
     Ok(())
 }

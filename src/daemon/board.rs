@@ -350,7 +350,7 @@ impl FleetSummary {
             Some(ChangeStatus::Paused { by, reason, .. }) => {
                 Some(format!("paused by {by}: {reason}"))
             }
-            _ => f.waiting.clone(),
+            _ => f.waiting.as_ref().map(|w| w.message.clone()),
         };
         FleetSummary {
             name: f.name.clone(),
@@ -707,19 +707,7 @@ pub(crate) mod tests {
     }
 
     fn event(kind: EventKind, node: &str, message: &str) -> Event {
-        Event {
-            ts: Timestamp::UNIX_EPOCH,
-            pool: "web".into(),
-            event: kind,
-            node: Some(node.into()),
-            counts: None,
-            message: message.into(),
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        }
+        Event::new(Timestamp::UNIX_EPOCH, "web", kind, message).node(Some(node.into()))
     }
 
     #[test]

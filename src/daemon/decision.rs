@@ -114,7 +114,7 @@ pub fn choose_action(f: &PoolFacts) -> PoolAction {
     if !p.has_changes()
         && let Some(held) = p.fleet.as_ref().and_then(|f| f.held.as_ref())
     {
-        return PoolAction::Show(PoolState::Held, held.clone());
+        return PoolAction::Show(PoolState::Held, held.message.clone());
     }
     if !p.has_changes() {
         return match p.blocked() {
@@ -213,7 +213,15 @@ mod tests {
             stage: "rest".into(),
             stage_number: 3,
             stages: 3,
-            held: Some("stage rest starts after stage canary".into()),
+            held: Some(crate::model::said::Said::new(
+                crate::fleet::StageWait::Stage {
+                    fleet: "rings".into(),
+                    change: "main@abc".into(),
+                    stage: "rest".into(),
+                    current: "canary".into(),
+                    waits: "is rolling".into(),
+                },
+            )),
             rollback: false,
         });
         let paused = Status::Paused {
@@ -267,7 +275,7 @@ mod tests {
                 facts(&held),
                 PoolAction::Show(
                     PoolState::Held,
-                    "stage rest starts after stage canary".into(),
+                    "fleet rollout rings (change main@abc): stage rest starts after stage canary, which is rolling".into(),
                 ),
             ),
             (

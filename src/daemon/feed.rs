@@ -304,19 +304,13 @@ mod tests {
     use crate::model::EventKind;
 
     fn event(pool: &str) -> Event {
-        Event {
-            ts: jiff::Timestamp::UNIX_EPOCH,
-            pool: pool.into(),
-            event: EventKind::NodeHealthy,
-            node: Some("n1".into()),
-            counts: None,
-            message: "healthy".into(),
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        }
+        Event::new(
+            jiff::Timestamp::UNIX_EPOCH,
+            pool,
+            EventKind::NodeHealthy,
+            "healthy",
+        )
+        .node(Some("n1".into()))
     }
 
     #[test]

@@ -329,19 +329,8 @@ impl Fetcher {
     }
 
     fn emit(&self, ts: Timestamp, event: EventKind, message: String) {
-        self.events.emit(Event {
-            ts,
-            pool: String::new(),
-            event,
-            node: None,
-            counts: None,
-            message,
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        });
+        self.events
+            .emit(Event::new(ts, String::new(), event, message));
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, Query, Request, State};
+use axum::extract::{Extension, MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -42,15 +42,15 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/pools/{pool}/page", get(web::pool_page))
         .route("/v1/events/stream", get(web::events_stream))
         .route("/v1/pools/{pool}/rollout", get(rollout))
-        .route("/v1/pools/{pool}/pause", post(pause))
-        .route("/v1/pools/{pool}/resume", post(resume))
+        .route("/v1/pools/{pool}/pause", post(act))
+        .route("/v1/pools/{pool}/resume", post(act))
         .route("/v1/fleet", get(fleets))
         .route("/v1/fleet/{fleet}", get(fleet))
-        .route("/v1/fleet/{fleet}/pause", post(fleet_pause))
-        .route("/v1/fleet/{fleet}/resume", post(fleet_resume))
+        .route("/v1/fleet/{fleet}/pause", post(act))
+        .route("/v1/fleet/{fleet}/resume", post(act))
         .route("/v1/images", get(images))
-        .route("/v1/images/{image}/recall", post(image_recall))
-        .route("/v1/images/{image}/unrecall", post(image_unrecall))
+        .route("/v1/images/{image}/recall", post(act))
+        .route("/v1/images/{image}/unrecall", post(act))
         .route("/v1/previews", get(previews))
         .route("/v1/previews/{*git_ref}", get(preview))
         .route(super::hooks::PATH, post(super::hooks::git_hook))
@@ -294,48 +294,40 @@ async fn rollout(State(s): State<HttpState>, Path(pool): Path<String>) -> Respon
     }
 }
 
-async fn pause(
+/// Every state change (a pool's, a FleetRollout's, an image's), told
+/// apart by the route it came by.
+async fn act(
     state: State<HttpState>,
     peer: Extension<Peer>,
-    Path(pool): Path<String>,
+    route: MatchedPath,
+    Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let target = ControlTarget::Pool(pool);
-    control(state, peer, target, headers, body, ControlAction::Pause).await
+    let Some((target, action)) = control_of(route.as_str(), name) else {
+        return (StatusCode::NOT_FOUND, "no such state change\n").into_response();
+    };
+    control(state, peer, target, headers, body, action).await
 }
 
-async fn resume(
-    state: State<HttpState>,
-    peer: Extension<Peer>,
-    Path(pool): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let target = ControlTarget::Pool(pool);
-    control(state, peer, target, headers, body, ControlAction::Resume).await
-}
-
-async fn fleet_pause(
-    state: State<HttpState>,
-    peer: Extension<Peer>,
-    Path(fleet): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let target = ControlTarget::Fleet(fleet);
-    control(state, peer, target, headers, body, ControlAction::Pause).await
-}
-
-async fn fleet_resume(
-    state: State<HttpState>,
-    peer: Extension<Peer>,
-    Path(fleet): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let target = ControlTarget::Fleet(fleet);
-    control(state, peer, target, headers, body, ControlAction::Resume).await
+/// What a control route changes, and how: `/v1/pools/{pool}/pause`, ...
+fn control_of(route: &str, name: String) -> Option<(ControlTarget, ControlAction)> {
+    let verb = route.rsplit('/').next()?;
+    let action = match verb {
+        "pause" | "recall" => ControlAction::Pause,
+        "resume" | "unrecall" => ControlAction::Resume,
+        _ => return None,
+    };
+    let target = match route.split('/').nth(2)? {
+        "pools" => ControlTarget::Pool(name),
+        "fleet" => ControlTarget::Fleet(name),
+        "images" => ControlTarget::Image {
+            image: name,
+            recall: verb == "recall",
+        },
+        _ => return None,
+    };
+    Some((target, action))
 }
 
 /// Every FleetRollout's change: its stages, each pool's place, its gates'
@@ -369,34 +361,6 @@ async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response
 async fn images(State(s): State<HttpState>) -> Response {
     let view = s.images.lock().unwrap_or_else(|p| p.into_inner()).clone();
     axum::Json(view).into_response()
-}
-
-async fn image_recall(
-    state: State<HttpState>,
-    peer: Extension<Peer>,
-    Path(image): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let target = ControlTarget::Image {
-        image,
-        recall: true,
-    };
-    control(state, peer, target, headers, body, ControlAction::Pause).await
-}
-
-async fn image_unrecall(
-    state: State<HttpState>,
-    peer: Extension<Peer>,
-    Path(image): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let target = ControlTarget::Image {
-        image,
-        recall: false,
-    };
-    control(state, peer, target, headers, body, ControlAction::Resume).await
 }
 
 /// Every preview of a branch, summed up (`run --git-url --preview-refs`).

@@ -29,5 +29,5 @@ pub use change::{
 };
 pub use decide::{Decision, FleetNote, PoolFact, decide_change};
 pub use rules::Rules;
-pub use verdict::{Hold, Verdict, admit, verdict};
+pub use verdict::{StageWait, Verdict, admit, verdict};
 pub use view::FleetView;

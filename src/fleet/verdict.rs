@@ -17,14 +17,21 @@ pub enum Verdict {
     /// It may roll now: it holds a slot, or one is free.
     Go,
     /// Its roll waits.
-    Hold(Hold),
+    Hold(StageWait),
     /// The change halted with `onHalt: rollback`: back to this template.
     RollBack { to: TemplateHash },
 }
 
-/// Why a pool's roll waits, rendered to text in one place (`Display`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Hold {
+/// Why a governed pool's roll waits for its change: its stage has not
+/// started, every slot is taken, the change halted or is paused. Said in
+/// one place (`Display`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum StageWait {
     /// Its stage has not started.
     Stage {
         fleet: String,
@@ -54,10 +61,10 @@ pub enum Hold {
     },
 }
 
-impl fmt::Display for Hold {
+impl fmt::Display for StageWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Hold::Stage {
+            StageWait::Stage {
                 fleet,
                 change,
                 stage,
@@ -67,7 +74,7 @@ impl fmt::Display for Hold {
                 f,
                 "fleet rollout {fleet} (change {change}): stage {stage} has not started: {waits}"
             ),
-            Hold::Stage {
+            StageWait::Stage {
                 fleet,
                 change,
                 stage,
@@ -77,7 +84,7 @@ impl fmt::Display for Hold {
                 f,
                 "fleet rollout {fleet} (change {change}): stage {stage} starts after stage {current}, which {waits}"
             ),
-            Hold::Slots {
+            StageWait::Slots {
                 fleet,
                 change,
                 rolling,
@@ -86,7 +93,7 @@ impl fmt::Display for Hold {
                 f,
                 "fleet rollout {fleet} (change {change}): waiting for a slot: {rolling} of maxConcurrentPools {max} pools roll"
             ),
-            Hold::Halted {
+            StageWait::Halted {
                 fleet,
                 change,
                 reason,
@@ -94,7 +101,7 @@ impl fmt::Display for Hold {
                 f,
                 "fleet rollout {fleet}: change {change} halted: {reason}; `poolwright fleet resume {fleet} --reason ...` after looking into it"
             ),
-            Hold::Paused {
+            StageWait::Paused {
                 fleet,
                 change,
                 by,
@@ -145,7 +152,7 @@ pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
                     | PoolRecord::Done { from, .. }
                     | PoolRecord::Failed { from, .. },
                 ) if rules.on_halt == OnHalt::Rollback => Verdict::RollBack { to: *from },
-                _ => Verdict::Hold(Hold::Halted {
+                _ => Verdict::Hold(StageWait::Halted {
                     fleet,
                     change: id,
                     reason: reason.clone(),
@@ -153,7 +160,7 @@ pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
             };
         }
         ChangeStatus::Paused { by, reason, .. } => {
-            return Verdict::Hold(Hold::Paused {
+            return Verdict::Hold(StageWait::Paused {
                 fleet,
                 change: id,
                 by: by.clone(),
@@ -174,7 +181,7 @@ pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
         .get(stage)
         .is_some_and(|s| change.record(&s.name).is_some());
     if stage > current || (stage == current && !started) {
-        return Verdict::Hold(Hold::Stage {
+        return Verdict::Hold(StageWait::Stage {
             fleet,
             change: id,
             stage: rules.stages[stage].name.clone(),
@@ -188,7 +195,7 @@ pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
     if let Some(max) = rules.max_concurrent {
         let rolling = change.rolling();
         if rolling >= max {
-            return Verdict::Hold(Hold::Slots {
+            return Verdict::Hold(StageWait::Slots {
                 fleet,
                 change: id,
                 rolling,

@@ -227,6 +227,36 @@ impl Event {
             phase: None,
         }
     }
+
+    /// The node it concerns.
+    pub fn node(mut self, node: Option<String>) -> Event {
+        self.node = node;
+        self
+    }
+
+    /// The pool's counts after it.
+    pub fn counts(mut self, counts: Option<Counts>) -> Event {
+        self.counts = counts;
+        self
+    }
+
+    /// The change across pools it belongs to.
+    pub fn fleet(mut self, fleet: Option<FleetRef>) -> Event {
+        self.fleet = fleet;
+        self
+    }
+
+    /// When what it reports began.
+    pub fn since(mut self, since: Option<jiff::Timestamp>) -> Event {
+        self.since = since;
+        self
+    }
+
+    /// The roll's phase after it.
+    pub fn phase(mut self, phase: Option<super::phase::Phase>) -> Event {
+        self.phase = phase;
+        self
+    }
 }
 
 /// A FleetRollout and one of its changes.

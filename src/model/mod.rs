@@ -11,6 +11,7 @@ pub mod image;
 pub mod inventory;
 pub mod latency;
 pub mod phase;
+pub mod said;
 mod template_field;
 
 pub use template_field::{TemplateField, refusal as template_refusal};

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{PoolPlan, Step};
 use crate::fleet::verdict::{current_stage, stage_waits};
-use crate::fleet::{ChangeStatus, FleetView, PoolRecord, Verdict, verdict};
+use crate::fleet::{ChangeStatus, FleetView, PoolRecord, StageWait, Verdict, verdict};
 use crate::model::NodeTemplate;
+use crate::model::said::Said;
 use crate::spec::types::OnHalt;
 
 /// A governed pool's place in its FleetRollout.
@@ -24,7 +25,7 @@ pub struct PoolFleet {
     pub stages: usize,
     /// Why its roll waits, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<String>,
+    pub held: Option<Said<StageWait>>,
     /// It goes back to the template it had (the change halted, `onHalt:
     /// rollback`); it may be back already.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -120,7 +121,7 @@ pub(super) fn govern(p: &mut PoolPlan, view: &FleetView, turned_back: bool) {
     {
         // Only a roll waits: creates, scale-ups and in-place edits go ahead.
         p.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-        place.held = Some(hold.to_string());
+        place.held = Some(Said::new(hold));
     }
     p.fleet = Some(place);
 }

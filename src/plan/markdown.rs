@@ -61,7 +61,10 @@ pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
             ));
         }
         if let Some(held) = p.fleet.as_ref().and_then(|f| f.held.as_ref()) {
-            attention.push(format!("- :pause_button: {who} is held: {}", inline(held)));
+            attention.push(format!(
+                "- :pause_button: {who} is held: {}",
+                inline(&held.message)
+            ));
         }
         if let Some(w) = p.waiting() {
             attention.push(format!(

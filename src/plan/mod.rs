@@ -26,12 +26,13 @@ use crate::model::{Bounds, InPlace, NodeTemplate, PoolSpec, TemplateHash};
 use crate::rollout::{Budget, Settings, Strategy};
 use crate::spec::types::{ChangeClass, Semantics};
 
-/// Version of the JSON form `plan --output json` prints.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the JSON form `plan --output json` prints (2: a governed
+/// pool's `fleet.held` is an object, its `kind` and its `message`).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Version of a saved plan (`plan -out`), which only the same release applies
-/// (2: a pool's hold is typed).
-pub const SAVED_FORMAT_VERSION: u32 = 2;
+/// (3: a governed pool's hold is typed).
+pub const SAVED_FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

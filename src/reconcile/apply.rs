@@ -202,53 +202,35 @@ async fn pool_steps(
                 // Not done: say so (never "completed"), and leave the rest of
                 // this pool's steps to the run that finishes the rollout.
                 (ctx.progress)(&format!("{who}: {message}"));
-                ctx.events.emit(Event {
-                    ts: ctx.clock.now(),
-                    pool: p.pool.clone(),
-                    event,
-                    node: None,
-                    counts,
-                    message,
-                    revision: None,
-                    by: None,
-                    fleet: None,
-                    since: None,
-                    phase: None,
-                });
+                ctx.events.emit(
+                    Event::new(ctx.clock.now(), p.pool.clone(), event, message).counts(counts),
+                );
                 break;
             }
             Ok(StepEnd::Done) => {
                 outcome.steps_done += 1;
-                ctx.events.emit(Event {
-                    ts: ctx.clock.now(),
-                    pool: p.pool.clone(),
-                    event: event_name(step),
-                    node: None,
-                    counts,
-                    message: describe_step(step),
-                    revision: None,
-                    by: None,
-                    fleet: None,
-                    since: None,
-                    phase: None,
-                });
+                ctx.events.emit(
+                    Event::new(
+                        ctx.clock.now(),
+                        p.pool.clone(),
+                        event_name(step),
+                        describe_step(step),
+                    )
+                    .counts(counts),
+                );
             }
             Err(message) => {
                 outcome.failed |= !matches!(message, StepError::Paused { .. });
                 let text = format!("{who}: {}: {message}", describe_step(step));
-                ctx.events.emit(Event {
-                    ts: ctx.clock.now(),
-                    pool: p.pool.clone(),
-                    event: EventKind::StepFailed,
-                    node: None,
-                    counts,
-                    message: text.clone(),
-                    revision: None,
-                    by: None,
-                    fleet: None,
-                    since: None,
-                    phase: None,
-                });
+                ctx.events.emit(
+                    Event::new(
+                        ctx.clock.now(),
+                        p.pool.clone(),
+                        EventKind::StepFailed,
+                        text.clone(),
+                    )
+                    .counts(counts),
+                );
                 record_applied(p, provider.as_ref(), ctx)
                     .await
                     .map_err(|e| format!("{who}: {e}"))?;

@@ -393,21 +393,19 @@ impl<'a> Executor<'a> {
         if self.events.is_silent() {
             return;
         }
-        self.events.emit(Event {
-            ts: self.clock.now(),
-            pool: self.state.pool.clone(),
-            event,
-            node,
-            counts: counted.then(|| self.counts()),
-            message,
-            revision: None,
-            by: None,
-            fleet: None,
-            since,
-            phase: counted.then(|| {
-                crate::rollout::phase::phase_of(&self.state, self.index.nodes(), self.clock.now())
-            }),
-        });
+        self.events.emit(
+            Event::new(self.clock.now(), self.state.pool.clone(), event, message)
+                .node(node)
+                .counts(counted.then(|| self.counts()))
+                .since(since)
+                .phase(counted.then(|| {
+                    crate::rollout::phase::phase_of(
+                        &self.state,
+                        self.index.nodes(),
+                        self.clock.now(),
+                    )
+                })),
+        );
     }
 
     /// Something is still in flight (a drain, a termination, a reimage, an

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::fleet::change::FleetState;
-use crate::fleet::decide::{Inputs, read_gate};
+use crate::fleet::decide::{FleetWait, Inputs, read_gate};
 use crate::fleet::rules::GateRules;
 use crate::fleet::{
     ChangeStatus, FleetNote, FleetView, GateOutcome, PoolFact, PoolRecord, Rules, Verdict, admit,
     decide_change, verdict,
 };
+use crate::model::said::Said;
 use crate::model::{EventKind, NodeTemplate, TemplateHash};
 use crate::spec::Config;
 use crate::store::fleet::{FleetJournal, FleetJournalError};
@@ -83,7 +84,7 @@ struct Tracked {
     ops: Vec<Op>,
     /// Something it decides on changed since it last decided.
     dirty: bool,
-    waiting: Option<String>,
+    waiting: Option<FleetWait>,
     next_due: Option<Timestamp>,
     /// When each gate is next read.
     gates_due: BTreeMap<String, Timestamp>,
@@ -109,8 +110,9 @@ pub struct FleetStatus {
     pub change: Option<crate::fleet::Change>,
     /// The stage plan: pools per stage and where each stands.
     pub stages: Vec<StageStatus>,
+    /// What the change waits for, and the sentence that says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<String>,
+    pub waiting: Option<Said<FleetWait>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -310,7 +312,7 @@ impl FleetDriver {
         };
         match &t.state {
             Some(s) => verdict(&s.change, &t.rules, pool),
-            None => Verdict::Hold(crate::fleet::Hold::Stage {
+            None => Verdict::Hold(crate::fleet::StageWait::Stage {
                 fleet: t.rules.fleet.clone(),
                 change: t.id.clone(),
                 stage: String::new(),
@@ -436,208 +438,36 @@ impl FleetDriver {
                 continue;
             }
             let ops = std::mem::take(&mut t.ops);
-            let rules = t.rules.clone();
-            let (targets, id) = (t.targets.clone(), t.id.clone());
-            let mut notes: Vec<FleetNote> = Vec::new();
-            let mut wake = Vec::new();
-            let mut stop = Vec::new();
-            let mut admitted = Vec::new();
-            let mut refused = Vec::new();
-            let mut waiting = None;
-            let mut next_due = None;
-            let mut began = false;
-            let mut resume = Vec::new();
+            let input = TurnInput {
+                fleet: name,
+                id: &t.id,
+                targets: &t.targets,
+                rules: &t.rules,
+                ops: &ops,
+                facts,
+                now,
+            };
+            // The turn is computed against the journal as it is (under
+            // `--ha`, again with what another daemon wrote in between):
+            // only the last one, the one written, is acted on.
+            let mut turned = Turn::default();
             let result = self
                 .journal
                 .update(name, |current| {
-                    notes.clear();
-                    wake.clear();
-                    stop.clear();
-                    admitted.clear();
-                    refused.clear();
-                    resume.clear();
-                    let before = current.clone();
-                    let (mut state, new) =
-                        FleetState::after_load(current, name, id.clone(), targets.clone(), now);
-                    began = new;
-                    if new {
-                        let superseded =
-                            state.history.first().filter(|h| h.superseded_by.is_some());
-                        notes.push(FleetNote {
-                            event: EventKind::FleetChangeStarted,
-                            pool: None,
-                            message: format!(
-                                "change {} over {} governed pool(s){}",
-                                state.change.id,
-                                targets.len(),
-                                superseded
-                                    .map(|h| format!("; supersedes change {}", h.id))
-                                    .unwrap_or_default()
-                            ),
-                        });
-                        // Every governed pool is looked at again in this change.
-                        wake.extend(targets.keys().cloned());
-                    }
-                    let change = &mut state.change;
-                    for op in &ops {
-                        match op {
-                            Op::Reading { gate, outcome } => {
-                                if let Some(n) = read_gate(change, gate, outcome.clone(), now) {
-                                    notes.push(n);
-                                }
-                            }
-                            Op::Control { action, by, reason } => {
-                                wake.extend(
-                                    rules.stages.iter().flat_map(|s| s.pools.iter().cloned()),
-                                );
-                                let e = control(change, action, by, reason, now);
-                                notes.extend(e.notes);
-                                wake.extend(e.wake);
-                                stop.extend(e.stop);
-                                resume.extend(e.resume);
-                            }
-                            Op::Admit { .. } => {}
-                        }
-                    }
-                    let started = change.started_at;
-                    let fact = |pool: &str| match facts.get(pool) {
-                        Some((f, at)) if *at >= started => f.clone(),
-                        _ => PoolFact::Unknown,
-                    };
-                    let d = decide_change(
-                        change,
-                        &Inputs {
-                            now,
-                            rules: &rules,
-                            facts: &fact,
-                        },
-                    );
-                    *change = d.change;
-                    notes.extend(d.notes);
-                    wake.extend(d.wake);
-                    stop.extend(d.stop);
-                    waiting = d.waiting;
-                    next_due = d.next_due;
-                    // Admissions last, against the change as decided now.
-                    for op in &ops {
-                        if let Op::Admit { pool, from } = op {
-                            let already =
-                                matches!(change.pools.get(pool), Some(PoolRecord::Rolling { .. }));
-                            match admit(change, &rules, pool, from, now) {
-                                // Admitted before (a restart, a worker stopped
-                                // and started again): it keeps its slot.
-                                Ok(()) if already => admitted.push(pool.clone()),
-                                Ok(()) => {
-                                    notes.push(FleetNote {
-                                        event: EventKind::FleetPoolAdmitted,
-                                        pool: Some(pool.clone()),
-                                        message: format!(
-                                            "may roll: {} of {} slot(s) taken",
-                                            change.rolling(),
-                                            rules
-                                                .max_concurrent
-                                                .map_or("unlimited".into(), |m| m.to_string())
-                                        ),
-                                    });
-                                    admitted.push(pool.clone());
-                                }
-                                Err(v) => refused.push((pool.clone(), v)),
-                            }
-                        }
-                    }
-                    if !admitted.is_empty() {
-                        // What it waits for now, with the admitted pools rolling.
-                        let again = decide_change(
-                            change,
-                            &Inputs {
-                                now,
-                                rules: &rules,
-                                facts: &fact,
-                            },
-                        );
-                        waiting = again.waiting;
-                        next_due = again.next_due;
-                    }
-                    (before.as_ref() != Some(&state)).then_some(state)
+                    let (write, turn) = turn(current, &input);
+                    turned = turn;
+                    write
                 })
                 .await;
             match result {
-                Ok(state) => {
-                    t.set(state);
-                    t.dirty = false;
-                    t.error = None;
-                    t.waiting = waiting;
-                    t.next_due = next_due;
-                    if began {
-                        t.gates_due.clear();
-                    }
-                    let change_id = t
-                        .state
-                        .as_ref()
-                        .map_or_else(String::new, |s| s.change.id.clone());
-                    out.notes.extend(
-                        notes
-                            .into_iter()
-                            .map(|n| (name.clone(), change_id.clone(), n)),
-                    );
-                    out.wake.extend(wake);
-                    out.stop.extend(stop);
-                    out.admitted.extend(admitted);
-                    out.refused.extend(refused);
-                    out.resume.extend(resume);
-                }
+                Ok(state) => written(t, state, turned, name, &mut out),
                 // A daemon holding no lease (a standby) writes nothing: it
                 // follows the change as the others journal it.
                 Err(FleetJournalError::Fenced(why)) => {
-                    if let Ok(state) = self.journal.load(name).await {
-                        t.set(state);
-                    }
-                    t.dirty = false;
-                    t.error = None;
-                    for op in ops {
-                        match op {
-                            Op::Admit { pool, .. } => out.refused.push((
-                                pool,
-                                Verdict::Hold(crate::fleet::Hold::Paused {
-                                    fleet: name.clone(),
-                                    change: id.clone(),
-                                    by: "this daemon's role".into(),
-                                    reason: why.0.clone(),
-                                }),
-                            )),
-                            control @ Op::Control { .. } => t.ops.push(control),
-                            // A reading is stale by the next one.
-                            Op::Reading { .. } => {}
-                        }
-                    }
+                    let state = self.journal.load(name).await;
+                    fenced(t, state, ops, name, &why.0, &mut out);
                 }
-                Err(e) => {
-                    let why = match &e {
-                        FleetJournalError::Fenced(w) => format!("not written ({w})"),
-                        FleetJournalError::Other(e) => format!("{e:#}"),
-                    };
-                    let message = format!("fleet rollout {name}: journal: {why}");
-                    t.error = Some(message.clone());
-                    // Tried again a little later, not in a tight loop.
-                    t.next_due = now.saturating_add(SignedDuration::from_secs(5)).ok();
-                    // What was asked is asked again at the next step; pools
-                    // that wanted to start wait for it.
-                    for op in ops {
-                        if let Op::Admit { pool, .. } = &op {
-                            out.refused.push((
-                                pool.clone(),
-                                Verdict::Hold(crate::fleet::Hold::Halted {
-                                    fleet: name.clone(),
-                                    change: id.clone(),
-                                    reason: message.clone(),
-                                }),
-                            ));
-                        } else {
-                            t.ops.push(op);
-                        }
-                    }
-                    out.errors.push(message);
-                }
+                Err(e) => not_written(t, &e, ops, name, now, &mut out),
             }
         }
         out
@@ -710,7 +540,7 @@ impl FleetDriver {
                     name: name.clone(),
                     change: change.cloned(),
                     stages,
-                    waiting: t.waiting.clone(),
+                    waiting: t.waiting.clone().map(Said::new),
                     error: t.error.clone(),
                     history: t
                         .state
@@ -721,6 +551,253 @@ impl FleetDriver {
             })
             .collect()
     }
+}
+
+/// What one FleetRollout's turn reads.
+struct TurnInput<'a> {
+    fleet: &'a str,
+    /// The change id this desired state would begin.
+    id: &'a str,
+    targets: &'a BTreeMap<String, TemplateHash>,
+    rules: &'a Rules,
+    ops: &'a [Op],
+    facts: &'a HashMap<String, (PoolFact, Timestamp)>,
+    now: Timestamp,
+}
+
+/// What one FleetRollout's turn decided, acted on once it is written.
+#[derive(Default)]
+struct Turn {
+    notes: Vec<FleetNote>,
+    wake: Vec<String>,
+    stop: Vec<String>,
+    admitted: Vec<String>,
+    refused: Vec<(String, Verdict)>,
+    resume: Vec<String>,
+    waiting: Option<FleetWait>,
+    next_due: Option<Timestamp>,
+    began: bool,
+}
+
+/// One turn against the journal as it is: a change begins when the
+/// targets ask for one; the operations are applied (readings, an
+/// operator's hand); the change is decided; admissions are taken against
+/// it. Returns what to write (`None`: nothing changed) and what follows.
+fn turn(current: Option<FleetState>, inp: &TurnInput) -> (Option<FleetState>, Turn) {
+    let before = current.clone();
+    let mut out = Turn::default();
+    let mut state = begin(current, inp, &mut out);
+    apply_ops(&mut state.change, inp, &mut out);
+    let fact = |pool: &str| match inp.facts.get(pool) {
+        Some((f, at)) if *at >= state.change.started_at => f.clone(),
+        _ => PoolFact::Unknown,
+    };
+    let decide = |change: &crate::fleet::Change| {
+        decide_change(
+            change,
+            &Inputs {
+                now: inp.now,
+                rules: inp.rules,
+                facts: &fact,
+            },
+        )
+    };
+    let d = decide(&state.change);
+    out.notes.extend(d.notes);
+    out.wake.extend(d.wake);
+    out.stop.extend(d.stop);
+    out.waiting = d.waiting;
+    out.next_due = d.next_due;
+    let mut change = d.change;
+    if admit_all(&mut change, inp, &mut out) {
+        // What it waits for now, with the admitted pools rolling.
+        let again = decide(&change);
+        out.waiting = again.waiting;
+        out.next_due = again.next_due;
+    }
+    state.change = change;
+    ((before.as_ref() != Some(&state)).then_some(state), out)
+}
+
+/// The fleet's state after this load: the change in force, or a new one
+/// (every governed pool is looked at again in it).
+fn begin(current: Option<FleetState>, inp: &TurnInput, out: &mut Turn) -> FleetState {
+    let (state, new) = FleetState::after_load(
+        current,
+        inp.fleet,
+        inp.id.to_string(),
+        inp.targets.clone(),
+        inp.now,
+    );
+    out.began = new;
+    if new {
+        let superseded = state.history.first().filter(|h| h.superseded_by.is_some());
+        out.notes.push(FleetNote {
+            event: EventKind::FleetChangeStarted,
+            pool: None,
+            message: format!(
+                "change {} over {} governed pool(s){}",
+                state.change.id,
+                inp.targets.len(),
+                superseded
+                    .map(|h| format!("; supersedes change {}", h.id))
+                    .unwrap_or_default()
+            ),
+        });
+        out.wake.extend(inp.targets.keys().cloned());
+    }
+    state
+}
+
+/// The gates' readings and an operator's hand, in the order they came.
+fn apply_ops(change: &mut crate::fleet::Change, inp: &TurnInput, out: &mut Turn) {
+    for op in inp.ops {
+        match op {
+            Op::Reading { gate, outcome } => {
+                out.notes
+                    .extend(read_gate(change, gate, outcome.clone(), inp.now));
+            }
+            Op::Control { action, by, reason } => {
+                out.wake.extend(
+                    inp.rules
+                        .stages
+                        .iter()
+                        .flat_map(|s| s.pools.iter().cloned()),
+                );
+                let e = control(change, action, by, reason, inp.now);
+                out.notes.extend(e.notes);
+                out.wake.extend(e.wake);
+                out.stop.extend(e.stop);
+                out.resume.extend(e.resume);
+            }
+            Op::Admit { .. } => {}
+        }
+    }
+}
+
+/// Admissions last, against the change as decided now. True when a pool
+/// was admitted.
+fn admit_all(change: &mut crate::fleet::Change, inp: &TurnInput, out: &mut Turn) -> bool {
+    for op in inp.ops {
+        let Op::Admit { pool, from } = op else {
+            continue;
+        };
+        let already = matches!(change.pools.get(pool), Some(PoolRecord::Rolling { .. }));
+        match admit(change, inp.rules, pool, from, inp.now) {
+            // Admitted before (a restart, a worker stopped and started
+            // again): it keeps its slot.
+            Ok(()) if already => out.admitted.push(pool.clone()),
+            Ok(()) => {
+                out.notes.push(FleetNote {
+                    event: EventKind::FleetPoolAdmitted,
+                    pool: Some(pool.clone()),
+                    message: format!(
+                        "may roll: {} of {} slot(s) taken",
+                        change.rolling(),
+                        inp.rules
+                            .max_concurrent
+                            .map_or("unlimited".into(), |m| m.to_string())
+                    ),
+                });
+                out.admitted.push(pool.clone());
+            }
+            Err(v) => out.refused.push((pool.clone(), v)),
+        }
+    }
+    !out.admitted.is_empty()
+}
+
+/// The turn was written (or there was nothing to write): it is acted on.
+fn written(t: &mut Tracked, state: Option<FleetState>, turn: Turn, name: &str, out: &mut Stepped) {
+    t.set(state);
+    t.dirty = false;
+    t.error = None;
+    t.waiting = turn.waiting;
+    t.next_due = turn.next_due;
+    if turn.began {
+        t.gates_due.clear();
+    }
+    let change_id = t
+        .state
+        .as_ref()
+        .map_or_else(String::new, |s| s.change.id.clone());
+    out.notes.extend(
+        turn.notes
+            .into_iter()
+            .map(|n| (name.to_string(), change_id.clone(), n)),
+    );
+    out.wake.extend(turn.wake);
+    out.stop.extend(turn.stop);
+    out.admitted.extend(turn.admitted);
+    out.refused.extend(turn.refused);
+    out.resume.extend(turn.resume);
+}
+
+/// This daemon holds no lease: it follows the journal as the others write
+/// it; admissions wait, an operator's hand is tried again.
+fn fenced(
+    t: &mut Tracked,
+    state: anyhow::Result<Option<FleetState>>,
+    ops: Vec<Op>,
+    name: &str,
+    why: &str,
+    out: &mut Stepped,
+) {
+    if let Ok(state) = state {
+        t.set(state);
+    }
+    t.dirty = false;
+    t.error = None;
+    for op in ops {
+        match op {
+            Op::Admit { pool, .. } => out.refused.push((
+                pool,
+                Verdict::Hold(crate::fleet::StageWait::Paused {
+                    fleet: name.to_string(),
+                    change: t.id.clone(),
+                    by: "this daemon's role".into(),
+                    reason: why.to_string(),
+                }),
+            )),
+            control @ Op::Control { .. } => t.ops.push(control),
+            // A reading is stale by the next one.
+            Op::Reading { .. } => {}
+        }
+    }
+}
+
+/// The journal could not be written: nothing was admitted, and what was
+/// asked is asked again at the next step, a little later.
+fn not_written(
+    t: &mut Tracked,
+    e: &FleetJournalError,
+    ops: Vec<Op>,
+    name: &str,
+    now: Timestamp,
+    out: &mut Stepped,
+) {
+    let why = match e {
+        FleetJournalError::Fenced(w) => format!("not written ({w})"),
+        FleetJournalError::Other(e) => format!("{e:#}"),
+    };
+    let message = format!("fleet rollout {name}: journal: {why}");
+    t.error = Some(message.clone());
+    t.next_due = now.saturating_add(SignedDuration::from_secs(5)).ok();
+    for op in ops {
+        if let Op::Admit { pool, .. } = &op {
+            out.refused.push((
+                pool.clone(),
+                Verdict::Hold(crate::fleet::StageWait::Halted {
+                    fleet: name.to_string(),
+                    change: t.id.clone(),
+                    reason: message.clone(),
+                }),
+            ));
+        } else {
+            t.ops.push(op);
+        }
+    }
+    out.errors.push(message);
 }
 
 /// An operator's pause or resume of a change, edited in its journal

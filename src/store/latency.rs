@@ -157,19 +157,13 @@ mod tests {
     use crate::model::Event;
 
     fn event(kind: EventKind, node: &str, secs: i64) -> Event {
-        Event {
-            ts: Timestamp::from_second(1_800_000_000 + secs).unwrap(),
-            pool: "web".into(),
-            event: kind,
-            node: Some(node.into()),
-            counts: None,
-            message: String::new(),
-            revision: None,
-            by: None,
-            fleet: None,
-            since: None,
-            phase: None,
-        }
+        Event::new(
+            Timestamp::from_second(1_800_000_000 + secs).unwrap(),
+            "web",
+            kind,
+            String::new(),
+        )
+        .node(Some(node.into()))
     }
 
     /// The measured case: rolls with minReady 10s were forecast 1m13s

@@ -245,7 +245,7 @@ fn apply_json_streams_the_plan_each_event_and_the_outcome_last() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let v = lines(&o);
     assert_eq!(v[0]["type"], "plan", "{v:#?}");
-    assert_eq!(v[0]["plan"]["formatVersion"], 1, "{v:#?}");
+    assert_eq!(v[0]["plan"]["formatVersion"], 2, "{v:#?}");
     assert_eq!(
         v[0]["plan"]["pools"][0]["actions"],
         serde_json::json!(["create"])
@@ -351,7 +351,7 @@ fn plan_json_is_versioned_with_terraform_actions() {
     let o = c.run(&["plan", "config", "-o", "json"]);
     assert_eq!(o.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(doc["formatVersion"], 1);
+    assert_eq!(doc["formatVersion"], 2);
     let web = &doc["pools"][0];
     assert_eq!(web["name"], "web");
     assert_eq!(web["actions"], serde_json::json!(["delete", "create"]));

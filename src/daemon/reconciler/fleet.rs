@@ -276,22 +276,14 @@ impl Reconciler {
             if note.event == EventKind::FleetHalted {
                 tracing::error!(fleet = %fleet, change = %change, "{}", note.message);
             }
-            self.events.emit(Event {
-                ts: at,
-                pool: note.pool.unwrap_or_default(),
-                event: note.event,
-                node: None,
-                counts: None,
-                message: note.message,
-                revision: None,
-                by: None,
-                fleet: Some(FleetRef {
-                    name: fleet,
-                    change,
-                }),
-                since: None,
-                phase: None,
-            });
+            self.events.emit(
+                Event::new(at, note.pool.unwrap_or_default(), note.event, note.message).fleet(
+                    Some(FleetRef {
+                        name: fleet,
+                        change,
+                    }),
+                ),
+            );
         }
         for pool in &s.stop {
             if self.workers.stop(pool) {

@@ -574,19 +574,12 @@ impl Reconciler {
         if blocked_now && !rolling && self.authority.leads(&p.pool) && !self.blocks.known(&p.pool) {
             self.blocks.announced(&p.pool);
             let b = p.blocked().expect("checked");
-            self.events.emit(crate::model::Event {
-                ts: now,
-                pool: p.pool.clone(),
-                event: EventKind::BlockedByPolicy,
-                node: None,
-                counts: None,
-                message: b.with_next_window(),
-                revision: None,
-                by: None,
-                fleet: None,
-                since: None,
-                phase: None,
-            });
+            self.events.emit(crate::model::Event::new(
+                now,
+                p.pool.clone(),
+                EventKind::BlockedByPolicy,
+                b.with_next_window(),
+            ));
         }
         let blocked_seconds =
             self.blocks

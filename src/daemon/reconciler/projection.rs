@@ -93,19 +93,12 @@ impl Blocks {
                 if !self.announced.remove(pool) {
                     return metrics.blocked_seconds.get_or_create(&labels).get();
                 }
-                events.emit(crate::model::Event {
-                    ts: now,
-                    pool: pool.to_string(),
-                    event: EventKind::ResumedInWindow,
-                    node: None,
-                    counts: None,
-                    message: "the disruption policy allows disruptive steps again".into(),
-                    revision: None,
-                    by: None,
-                    fleet: None,
-                    since: None,
-                    phase: None,
-                });
+                events.emit(crate::model::Event::new(
+                    now,
+                    pool.to_string(),
+                    EventKind::ResumedInWindow,
+                    "the disruption policy allows disruptive steps again",
+                ));
             }
         } else if blocked_now {
             self.since.insert(pool.to_string(), now);

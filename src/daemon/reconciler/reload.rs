@@ -33,19 +33,12 @@ impl Reconciler {
             Ok(false) => {}
             Ok(true) => {
                 tracing::info!(commit = %revision.commit, "{} is in force", revision.short());
-                self.events.emit(crate::model::Event {
-                    ts: now,
-                    pool: String::new(),
-                    event: crate::model::EventKind::CommitApplied,
-                    node: None,
-                    counts: None,
-                    message: format!("{} ({}) is in force", revision.short(), revision.subject),
-                    revision: None,
-                    by: None,
-                    fleet: None,
-                    since: None,
-                    phase: None,
-                });
+                self.events.emit(crate::model::Event::new(
+                    now,
+                    String::new(),
+                    crate::model::EventKind::CommitApplied,
+                    format!("{} ({}) is in force", revision.short(), revision.subject),
+                ));
                 self.board.update(|d| {
                     if let Some(g) = &mut d.git {
                         g.in_force = Some(revision.clone());

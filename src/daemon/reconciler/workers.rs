@@ -357,22 +357,15 @@ impl Reconciler {
             // begun before it does not count.
             self.workers.clear_finished(pool);
             self.schedule.touched(pool);
-            self.events.emit(crate::model::Event {
-                ts: now,
-                pool: pool.to_string(),
-                event: match action {
+            self.events.emit(crate::model::Event::new(
+                now,
+                pool.to_string(),
+                match action {
                     ControlAction::Pause => EventKind::RolloutPaused,
                     ControlAction::Resume => EventKind::RolloutResumed,
                 },
-                node: None,
-                counts: None,
-                message: format!("{message} (by {who})"),
-                revision: None,
-                by: None,
-                fleet: None,
-                since: None,
-                phase: None,
-            });
+                format!("{message} (by {who})"),
+            ));
         }
         result
     }

@@ -459,7 +459,7 @@
         h("span", { class: "tag " + (halted ? "t-bad" : status === "completed" ? "t-ok" : "") }, status));
       const why = halted ? h("p", { class: "halt", role: "alert" }, "Halted ", c.status.at ? when(c.status.at) : null, ": ", richText(c.status.reason || ""))
         : status === "paused" ? h("p", { class: "sub" }, "Paused by " + c.status.by + ": ", richText(c.status.reason))
-        : f.waiting ? h("p", { class: "sub" }, richText(f.waiting)) : null;
+        : f.waiting ? h("p", { class: "sub" }, richText(f.waiting.message)) : null;
       const lanes = (f.stages || []).map((st, i) => h("div", { class: "lane" + (halted ? " lane-halted" : "") },
         h("div", { class: "lname" }, h("strong", null, (i + 1) + ". " + st.name), h("span", { class: "sub" },
           st.done + "/" + st.pools + " done" + (st.rolling ? ", " + st.rolling + " rolling" : "") + (st.failed ? ", " + st.failed + " failed" : "") +
