@@ -114,224 +114,21 @@ impl Staged<'_> {
                 .clone()
                 .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
         });
-        let gates = GateReader::new();
-        let mut plan = first;
-        let mut last_waiting = String::new();
-        // The work in flight: each pool's steps (a roll, or the other steps
-        // of a pool), with its own stop, so a halt stops the rolls of the
-        // change at their next safe point and nothing else.
-        let mut work = InFlight {
-            running: FuturesUnordered::new(),
-            ended: Vec::new(),
+        let mut run = Run {
+            staged: self,
+            driver,
+            gates: GateReader::new(),
+            plan: first,
+            last_waiting: String::new(),
+            work: InFlight {
+                running: FuturesUnordered::new(),
+                ended: Vec::new(),
+            },
+            busy: BTreeMap::new(),
         };
-        let mut busy: BTreeMap<String, Stop> = BTreeMap::new();
-        // The loop, as a block of its own so that an error leaving it
-        // still finds the work in flight (below).
-        let result: anyhow::Result<u8> = async {
-            loop {
-                let now = self.clock.now();
-                if !self.ctx.stop.is_requested() {
-                    // What each governed pool's plan says, and which rolls ask to start.
-                    let journals = work.meanwhile(self.ctx.journal.all()).await?;
-                    for p in plan.pools.iter().filter(|p| !busy.contains_key(&p.pool)) {
-                        if driver.governs(&p.pool).is_none() {
-                            continue;
-                        }
-                        let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
-                        driver.fact(&p.pool, plan::fleet::fact_of(p, journal, false), now);
-                        if p.steps
-                            .iter()
-                            .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
-                            && let Some(from) = journal
-                                .filter(|j| !j.status.is_terminal())
-                                .and_then(|j| j.previous.clone())
-                                .or(work.meanwhile(self.observed_template(&p.pool)).await)
-                        {
-                            driver.request_admission(&p.pool, from);
-                        }
-                    }
-                }
-                let stepped = work.meanwhile(driver.step(now)).await;
-                self.report(&stepped);
-                if let Some(e) = stepped.errors.first() {
-                    anyhow::bail!("{e}; nothing more is started");
-                }
-                for pool in &stepped.stop {
-                    if let Some(stop) = busy.get(pool) {
-                        stop.request();
-                    }
-                }
-                let admitted: BTreeSet<&str> = stepped.admitted.iter().map(String::as_str).collect();
-                // Start what may start: a governed pool's roll once admitted,
-                // every other step at once.
-                let mut started = false;
-                if !self.ctx.stop.is_requested() {
-                    let ready: Vec<&plan::PoolPlan> = plan
-                        .pools
-                        .iter()
-                        .filter(|p| p.has_changes() && !busy.contains_key(&p.pool))
-                        .collect();
-                    for p in ready {
-                        let governed_roll = driver.governs(&p.pool).is_some()
-                            && p.steps
-                                .iter()
-                                .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
-                        let mut steps = p.clone();
-                        if governed_roll && !admitted.contains(p.pool.as_str()) {
-                            steps.steps.retain(|s| !matches!(s, Step::Roll { .. }));
-                            if !steps.has_changes() {
-                                continue;
-                            }
-                        }
-                        let stop = Stop::new();
-                        busy.insert(p.pool.clone(), stop.clone());
-                        let base = *self.ctx;
-                        work.running.push(async move {
-                            let ctx = ApplyContext {
-                                stop: &stop,
-                                ..base
-                            };
-                            let out = apply_pool(&steps, &ctx).await;
-                            (steps.pool, out)
-                        });
-                        started = true;
-                    }
-                }
-                // Where the changes stand.
-                let status = driver.status(self.clock.now());
-                let mut halted = Vec::new();
-                let mut moving = false;
-                for f in &status {
-                    match f.change.as_ref().map(|c| &c.status) {
-                        Some(ChangeStatus::Halted { reason, .. }) => {
-                            halted.push(format!("fleet rollout {}: halted: {reason}", f.name))
-                        }
-                        Some(ChangeStatus::Paused { by, reason, .. }) => halted.push(format!(
-                            "fleet rollout {}: paused by {by}: {reason}",
-                            f.name
-                        )),
-                        Some(ChangeStatus::Running) | None => moving = true,
-                        Some(ChangeStatus::Completed { .. }) => {}
-                    }
-                }
-                if work.running.is_empty() && work.ended.is_empty() {
-                    if self.ctx.stop.is_requested() {
-                        self.end(
-                            Outcome::Interrupted,
-                            total.steps_done,
-                            &total.errors,
-                            &format!(
-                                "\nApply interrupted: {} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it.",
-                                total.steps_done
-                            ),
-                        );
-                        return Ok(exit::FAILED);
-                    }
-                    if !halted.is_empty() {
-                        for h in &halted {
-                            self.report.error(h);
-                        }
-                        let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
-                        self.end(
-                            Outcome::Stopped,
-                            total.steps_done,
-                            &errors,
-                            &format!(
-                                "\nApply stopped: {} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it.",
-                                total.steps_done
-                            ),
-                        );
-                        return Ok(exit::FAILED);
-                    }
-                    if !moving && !started {
-                        if !total.errors.is_empty() {
-                            self.end(
-                                Outcome::Stopped,
-                                total.steps_done,
-                                &total.errors,
-                                &format!(
-                                    "\nApply stopped: {} step(s) done, {} error(s) (see above).",
-                                    total.steps_done,
-                                    total.errors.len()
-                                ),
-                            );
-                            return Ok(exit::FAILED);
-                        }
-                        self.end(
-                            Outcome::Complete,
-                            total.steps_done,
-                            &[],
-                            &format!(
-                                "\nApply complete: {} step(s) done; every change across pools is complete.",
-                                total.steps_done
-                            ),
-                        );
-                        return Ok(exit::OK);
-                    }
-                }
-                if !started && stepped.wake.is_empty() && work.ended.is_empty() {
-                    let waiting: Vec<String> = status
-                        .iter()
-                        .filter_map(|f| {
-                            f.waiting
-                                .as_ref()
-                                .map(|w| format!("fleet rollout {}: {}", f.name, w.message))
-                        })
-                        .collect();
-                    let line = waiting.join("; ");
-                    if !line.is_empty() && line != last_waiting {
-                        self.report.line(&format!("waiting: {line}"));
-                        last_waiting = line;
-                    }
-                    // Until a pool's work ends, something falls due, or Ctrl-C;
-                    // the gates due are read first.
-                    for (fleet, gate) in driver.due_gates(self.clock.now()) {
-                        let outcome = work.meanwhile(gates.read(&gate)).await;
-                        driver.reading(&fleet, &gate.name, outcome);
-                    }
-                    let due = driver
-                        .next_due()
-                        .map(|t| {
-                            Duration::try_from(t.duration_since(self.clock.now())).unwrap_or_default()
-                        })
-                        .unwrap_or(MAX_WAIT)
-                        .clamp(Duration::from_millis(100), MAX_WAIT);
-                    let stop = self.ctx.stop.clone();
-                    tokio::select! {
-                        Some(done) = work.running.next(), if !work.running.is_empty() => {
-                            work.ended.push(done);
-                        }
-                        _ = tokio::time::sleep(due) => {}
-                        _ = stop.requested(), if !stop.is_requested() => {
-                            for s in busy.values() {
-                                s.request();
-                            }
-                        }
-                    }
-                }
-                // Whatever ended meanwhile.
-                for (pool, out) in work.ended.drain(..) {
-                    busy.remove(&pool);
-                    self.finished(total, out);
-                }
-                plan = work.meanwhile(self.replan(&driver)).await?;
-            }
-        }
-        .await;
+        let result = run.turns(total).await;
         if result.is_err() {
-            // Dropping the work would cut each roll off mid-call, its
-            // finished steps uncounted: the rolls stop at their next safe
-            // point instead (the journal resumes them), and what ended is
-            // counted.
-            for stop in busy.values() {
-                stop.request();
-            }
-            for (_, out) in work.ended.drain(..) {
-                self.finished(total, out);
-            }
-            while let Some((_, out)) = work.running.next().await {
-                self.finished(total, out);
-            }
+            run.wind_down(total).await;
         }
         result
     }
@@ -416,5 +213,270 @@ impl Staged<'_> {
             .into_iter()
             .next()
             .map(|o| o.template)
+    }
+}
+
+/// A pool's work in flight: its steps (a roll, or the other steps of a
+/// pool), and the pool it is for.
+type Work<'a> = std::pin::Pin<Box<dyn Future<Output = (String, ApplyOutcome)> + 'a>>;
+
+/// One `apply` of changes across pools, turn by turn: ask (each governed
+/// pool's fact, and admission for the rolls that ask to start), step (the
+/// driver journals and decides), start (what may start), end (when
+/// everything has), wait (for a pool's work, something due, or Ctrl-C),
+/// gather (what ended), plan again.
+struct Run<'s, 'a> {
+    staged: &'s Staged<'a>,
+    driver: FleetDriver,
+    gates: GateReader,
+    plan: Plan,
+    last_waiting: String,
+    /// Each pool's work, with its own stop, so a halt stops the rolls of
+    /// the change at their next safe point and nothing else.
+    work: InFlight<Work<'a>>,
+    busy: BTreeMap<String, Stop>,
+}
+
+impl Run<'_, '_> {
+    async fn turns(&mut self, total: &mut ApplyOutcome) -> anyhow::Result<u8> {
+        let s = self.staged;
+        loop {
+            let now = s.clock.now();
+            if !s.ctx.stop.is_requested() {
+                self.ask(now).await?;
+            }
+            let stepped = self.work.meanwhile(self.driver.step(now)).await;
+            s.report(&stepped);
+            if let Some(e) = stepped.errors.first() {
+                anyhow::bail!("{e}; nothing more is started");
+            }
+            for pool in &stepped.stop {
+                if let Some(stop) = self.busy.get(pool) {
+                    stop.request();
+                }
+            }
+            let started = !s.ctx.stop.is_requested() && self.start(&stepped.admitted);
+            let status = self.driver.status(s.clock.now());
+            if let Some(code) = self.end(&status, started, total) {
+                return Ok(code);
+            }
+            if !started && stepped.wake.is_empty() && self.work.ended.is_empty() {
+                self.wait(&status).await;
+            }
+            for (pool, out) in self.work.ended.drain(..) {
+                self.busy.remove(&pool);
+                s.finished(total, out);
+            }
+            self.plan = self.work.meanwhile(s.replan(&self.driver)).await?;
+        }
+    }
+
+    /// What each governed pool's plan says, and which rolls ask to start.
+    async fn ask(&mut self, now: jiff::Timestamp) -> anyhow::Result<()> {
+        let s = self.staged;
+        let journals = self.work.meanwhile(s.ctx.journal.all()).await?;
+        let pools: Vec<plan::PoolPlan> = self
+            .plan
+            .pools
+            .iter()
+            .filter(|p| !self.busy.contains_key(&p.pool) && self.driver.governs(&p.pool).is_some())
+            .cloned()
+            .collect();
+        for p in pools {
+            let journal = journals.get(&p.pool).and_then(|j| j.as_ref().ok());
+            self.driver
+                .fact(&p.pool, plan::fleet::fact_of(&p, journal, false), now);
+            if !p
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::Roll { rollback: None, .. }))
+            {
+                continue;
+            }
+            let from = match journal
+                .filter(|j| !j.status.is_terminal())
+                .and_then(|j| j.previous.clone())
+            {
+                Some(t) => Some(t),
+                None => self.work.meanwhile(s.observed_template(&p.pool)).await,
+            };
+            if let Some(from) = from {
+                self.driver.request_admission(&p.pool, from);
+            }
+        }
+        Ok(())
+    }
+
+    /// Start what may start: a governed pool's roll once admitted, every
+    /// other step at once. True when something started.
+    fn start(&mut self, admitted: &[String]) -> bool {
+        let admitted: BTreeSet<&str> = admitted.iter().map(String::as_str).collect();
+        let mut started = false;
+        for p in &self.plan.pools {
+            if !p.has_changes() || self.busy.contains_key(&p.pool) {
+                continue;
+            }
+            let governed_roll = self.driver.governs(&p.pool).is_some()
+                && p.steps
+                    .iter()
+                    .any(|s| matches!(s, Step::Roll { rollback: None, .. }));
+            let mut steps = p.clone();
+            if governed_roll && !admitted.contains(p.pool.as_str()) {
+                steps.steps.retain(|s| !matches!(s, Step::Roll { .. }));
+                if !steps.has_changes() {
+                    continue;
+                }
+            }
+            let stop = Stop::new();
+            self.busy.insert(p.pool.clone(), stop.clone());
+            let base = *self.staged.ctx;
+            self.work.running.push(Box::pin(async move {
+                let ctx = ApplyContext {
+                    stop: &stop,
+                    ..base
+                };
+                let out = apply_pool(&steps, &ctx).await;
+                (steps.pool, out)
+            }));
+            started = true;
+        }
+        started
+    }
+
+    /// The exit code once nothing runs and nothing more will: interrupted,
+    /// a change halted or paused, errors, or every change complete.
+    fn end(
+        &self,
+        status: &[crate::reconcile::fleet::FleetStatus],
+        started: bool,
+        total: &ApplyOutcome,
+    ) -> Option<u8> {
+        let s = self.staged;
+        if !self.work.running.is_empty() || !self.work.ended.is_empty() {
+            return None;
+        }
+        let mut halted = Vec::new();
+        let mut moving = false;
+        for f in status {
+            match f.change.as_ref().map(|c| &c.status) {
+                Some(ChangeStatus::Halted { reason, .. }) => {
+                    halted.push(format!("fleet rollout {}: halted: {reason}", f.name))
+                }
+                Some(ChangeStatus::Paused { by, reason, .. }) => halted.push(format!(
+                    "fleet rollout {}: paused by {by}: {reason}",
+                    f.name
+                )),
+                Some(ChangeStatus::Running) | None => moving = true,
+                Some(ChangeStatus::Completed { .. }) => {}
+            }
+        }
+        let done = total.steps_done;
+        if s.ctx.stop.is_requested() {
+            s.end(
+                Outcome::Interrupted,
+                done,
+                &total.errors,
+                &format!(
+                    "\nApply interrupted: {done} step(s) done; the change across pools keeps its place: run apply again, or let `poolwright run` continue it."
+                ),
+            );
+            return Some(exit::FAILED);
+        }
+        if !halted.is_empty() {
+            for h in &halted {
+                s.report.error(h);
+            }
+            let errors: Vec<String> = total.errors.iter().chain(&halted).cloned().collect();
+            s.end(
+                Outcome::Stopped,
+                done,
+                &errors,
+                &format!(
+                    "\nApply stopped: {done} step(s) done; a change across pools stopped (see above). `poolwright fleet resume NAME --reason ...` or a new desired state continues it."
+                ),
+            );
+            return Some(exit::FAILED);
+        }
+        if moving || started {
+            return None;
+        }
+        if !total.errors.is_empty() {
+            s.end(
+                Outcome::Stopped,
+                done,
+                &total.errors,
+                &format!(
+                    "\nApply stopped: {done} step(s) done, {} error(s) (see above).",
+                    total.errors.len()
+                ),
+            );
+            return Some(exit::FAILED);
+        }
+        s.end(
+            Outcome::Complete,
+            done,
+            &[],
+            &format!(
+                "\nApply complete: {done} step(s) done; every change across pools is complete."
+            ),
+        );
+        Some(exit::OK)
+    }
+
+    /// Say what the changes wait for (when it changed), read the gates due,
+    /// then wait until a pool's work ends, something falls due, or Ctrl-C.
+    async fn wait(&mut self, status: &[crate::reconcile::fleet::FleetStatus]) {
+        let s = self.staged;
+        let waiting: Vec<String> = status
+            .iter()
+            .filter_map(|f| {
+                f.waiting
+                    .as_ref()
+                    .map(|w| format!("fleet rollout {}: {}", f.name, w.message))
+            })
+            .collect();
+        let line = waiting.join("; ");
+        if !line.is_empty() && line != self.last_waiting {
+            s.report.line(&format!("waiting: {line}"));
+            self.last_waiting = line;
+        }
+        for (fleet, gate) in self.driver.due_gates(s.clock.now()) {
+            let outcome = self.work.meanwhile(self.gates.read(&gate)).await;
+            self.driver.reading(&fleet, &gate.name, outcome);
+        }
+        let due = self
+            .driver
+            .next_due()
+            .map(|t| Duration::try_from(t.duration_since(s.clock.now())).unwrap_or_default())
+            .unwrap_or(MAX_WAIT)
+            .clamp(Duration::from_millis(100), MAX_WAIT);
+        let stop = s.ctx.stop.clone();
+        tokio::select! {
+            Some(done) = self.work.running.next(), if !self.work.running.is_empty() => {
+                self.work.ended.push(done);
+            }
+            _ = tokio::time::sleep(due) => {}
+            _ = stop.requested(), if !stop.is_requested() => {
+                for s in self.busy.values() {
+                    s.request();
+                }
+            }
+        }
+    }
+
+    /// Leaving on an error: dropping the work would cut each roll off
+    /// mid-call, its finished steps uncounted; the rolls stop at their next
+    /// safe point instead (the journal resumes them), and what ended is
+    /// counted.
+    async fn wind_down(&mut self, total: &mut ApplyOutcome) {
+        for stop in self.busy.values() {
+            stop.request();
+        }
+        for (_, out) in self.work.ended.drain(..) {
+            self.staged.finished(total, out);
+        }
+        while let Some((_, out)) = self.work.running.next().await {
+            self.staged.finished(total, out);
+        }
     }
 }
