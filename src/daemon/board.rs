@@ -376,7 +376,7 @@ impl FleetSummary {
     }
 }
 
-/// The fleet in numbers: pools by state, and their nodes as last seen.
+/// All pools in numbers: pools by state, and their nodes as last seen.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Totals {

@@ -1,4 +1,4 @@
-//! The daemon's work queue: pools, not rounds of the whole fleet, are the unit
+//! The daemon's work queue: pools, not rounds of all pools, are the unit
 //! of work (as controller-runtime's workqueue does for objects).
 //!
 //! A pool is queued at most once, under its provider, with why it was queued;

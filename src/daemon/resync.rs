@@ -1,6 +1,6 @@
 //! The periodic resync, spread over its interval: every tick queues the next
 //! slice of pools in name order, so 10,000 pools are not one spike, and the
-//! whole fleet is still looked at within `--resync`. Pure: the reconciler
+//! every pool is still looked at within `--resync`. Pure: the reconciler
 //! calls it with the pools it knows and where the last slice ended.
 
 use std::collections::{BTreeMap, BTreeSet};

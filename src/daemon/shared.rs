@@ -25,7 +25,7 @@ pub struct HttpState {
     /// The pool page's forecasts.
     pub forecasts: Arc<PageForecasts>,
     /// Each FleetRollout's change (`/v1/fleet`).
-    pub fleet: super::reconciler::fleet::FleetView,
+    pub fleet: super::reconciler::fleet::FleetStatuses,
     pub control: mpsc::UnboundedSender<ControlRequest>,
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.

@@ -87,7 +87,7 @@ pub fn schedule(
             // The earliest a slot of the change and a worker of the provider
             // are both free.
             let mut at = start;
-            if let Some(max) = rules.max_concurrent
+            if let Some(max) = rules.max_concurrent_pools
                 && slots.len() >= max
             {
                 slots.sort_by(f64::total_cmp);

@@ -18,7 +18,7 @@ pub struct Rules {
     pub fleet: String,
     pub stages: Vec<StageRules>,
     /// Most pools of a change rolling at once (`None`: no limit).
-    pub max_concurrent: Option<usize>,
+    pub max_concurrent_pools: Option<usize>,
     /// Failed pools that halt the change.
     pub failed_pools: usize,
     pub on_halt: OnHalt,
@@ -73,7 +73,7 @@ impl Rules {
             .collect();
         Rules {
             fleet: doc.metadata.name.value.clone(),
-            max_concurrent: spec.max_concurrent_pools.as_ref().map(|m| match m.value {
+            max_concurrent_pools: spec.max_concurrent_pools.as_ref().map(|m| match m.value {
                 IntOrPercent::Int(n) => n.max(1) as usize,
                 // Of the governed pools, rounded down, at least one.
                 IntOrPercent::Percent(p) => (p.clamp(0, 100) as usize * governed / 100).max(1),
@@ -126,7 +126,7 @@ impl Rules {
                     soak: Duration::ZERO,
                     pools,
                 }],
-                max_concurrent: self.max_concurrent,
+                max_concurrent_pools: self.max_concurrent_pools,
                 failed_pools: self.failed_pools,
                 on_halt: self.on_halt,
                 gates: Vec::new(),
@@ -151,7 +151,7 @@ impl Rules {
     pub fn for_tests(
         fleet: &str,
         stages: Vec<StageRules>,
-        max_concurrent: Option<usize>,
+        max_concurrent_pools: Option<usize>,
         failed_pools: usize,
         on_halt: OnHalt,
         gates: Vec<GateRules>,
@@ -164,7 +164,7 @@ impl Rules {
         Rules {
             fleet: fleet.into(),
             stages,
-            max_concurrent,
+            max_concurrent_pools,
             failed_pools,
             on_halt,
             gates,

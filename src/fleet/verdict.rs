@@ -192,7 +192,7 @@ pub fn verdict(change: &Change, rules: &Rules, pool: &str) -> Verdict {
             waits: stage_waits(change, rules, current),
         });
     }
-    if let Some(max) = rules.max_concurrent {
+    if let Some(max) = rules.max_concurrent_pools {
         let rolling = change.rolling();
         if rolling >= max {
             return Verdict::Hold(StageWait::Slots {

@@ -181,7 +181,7 @@ pub fn stage_plans<'a>(
                     _ => None,
                 },
                 stages,
-                max_concurrent_pools: rules.max_concurrent,
+                max_concurrent_pools: rules.max_concurrent_pools,
                 failed_pools: rules.failed_pools,
                 on_halt: rules.on_halt,
                 gates: rules

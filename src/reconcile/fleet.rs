@@ -695,7 +695,7 @@ fn admit_all(change: &mut crate::fleet::Change, inp: &TurnInput, out: &mut Turn)
                         "may roll: {} of {} slot(s) taken",
                         change.rolling(),
                         inp.rules
-                            .max_concurrent
+                            .max_concurrent_pools
                             .map_or("unlimited".into(), |m| m.to_string())
                     ),
                 });

@@ -45,7 +45,7 @@ pub async fn observe(
 
 /// Ask one provider about some of its pools, in batches of its describe
 /// size, then see those attached to a cluster through it. The daemon
-/// observes the pools that are due this way, never the whole fleet per event.
+/// observes the pools that are due this way, never every pool per event.
 pub async fn observe_pools(
     config: &Config,
     provider: &str,

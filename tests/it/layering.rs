@@ -59,37 +59,92 @@ fn without_tests(text: &str) -> String {
     out
 }
 
-/// Every `crate::MODULE` a file names (in `use` lines and inline paths),
-/// outside comments and test modules.
-fn crate_refs(text: &str) -> Vec<(usize, String)> {
+/// The leading identifier of `s`.
+fn ident(s: &str) -> String {
+    s.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Every top-level module a file names, by line, outside comments and test
+/// modules: `crate::MODULE` (in `use` lines and inline paths), each name of
+/// a `use crate::{a, b::{..}}` group however many lines it spans, and a
+/// `super::super::MODULE` path that climbs out of the file's top-level
+/// module (`depth`: how many modules deep the file is, `src/a/b.rs` 2).
+fn crate_refs(text: &str, depth: usize) -> Vec<(usize, String)> {
     let text = without_tests(text);
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        for piece in code.split("crate::").skip(1) {
-            let module: String = piece
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !module.is_empty() {
-                out.push((i + 1, module));
-            }
-        }
-        // `use crate::{a, b}` names several at once.
-        if let Some(rest) = code.split("crate::{").nth(1) {
-            for name in rest.split([',', '}']) {
-                let module: String = name
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !module.is_empty() {
-                    out.push((i + 1, module));
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The names at the group's top level.
+            let mut level = 0usize;
+            let mut expect = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => level += 1,
+                    '}' if level == 0 => break,
+                    '}' => level -= 1,
+                    ',' if level == 0 => expect = true,
+                    c if expect && (c.is_ascii_alphanumeric() || c == '_') => {
+                        expect = false;
+                        let name = ident(&group[i..]);
+                        let pos = at + "crate::{".len() + i;
+                        out.push((line_of(pos), name));
+                    }
+                    _ => {}
                 }
+            }
+        } else {
+            let module = ident(rest);
+            if !module.is_empty() {
+                out.push((line_of(at), module));
             }
         }
     }
+    // `super::` chains that leave the top-level module name another one.
+    let mut from = 0;
+    while let Some(found) = code[from..].find("super::") {
+        let at = from + found;
+        let before = code[..at].chars().last();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            from = at + 1;
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut supers = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            supers += 1;
+            rest = r;
+        }
+        if supers >= depth {
+            let module = ident(rest);
+            if !module.is_empty() {
+                out.push((line_of(at), module));
+            }
+        }
+        from = at + supers * "super::".len();
+    }
     out
+}
+
+/// How many modules deep a file under `src/` is: `src/a.rs` 1,
+/// `src/a/mod.rs` 1, `src/a/b.rs` 2.
+fn depth(src: &Path, file: &Path) -> usize {
+    let rel = file.strip_prefix(src).unwrap();
+    let parts = rel.components().count();
+    if rel.file_name().is_some_and(|n| n == "mod.rs") {
+        parts - 1
+    } else {
+        parts
+    }
 }
 
 /// The table of `docs/ARCHITECTURE.md`: `| module | may import |` rows.
@@ -157,7 +212,7 @@ fn every_module_imports_only_what_the_layers_table_allows() {
         let allowed = &table[module];
         for file in files {
             let text = std::fs::read_to_string(file).unwrap();
-            for (line, target) in crate_refs(&text) {
+            for (line, target) in crate_refs(&text, depth(&src, file)) {
                 if &target != module && modules.contains_key(&target) && !allowed.contains(&target)
                 {
                     violations.push(format!(
@@ -198,6 +253,7 @@ fn the_layers_table_has_no_cycle() {
 fn the_check_itself_sees_an_import() {
     let refs = crate_refs(
         "use crate::store::Journal;\nuse crate::{model, reconcile::x};\n#[cfg(test)]\nmod tests {\n    use crate::daemon::x;\n}\nuse crate::ha::y;\n",
+        2,
     );
     let names: Vec<(usize, &str)> = refs.iter().map(|(l, m)| (*l, m.as_str())).collect();
     assert!(
@@ -209,6 +265,20 @@ fn the_check_itself_sees_an_import() {
         "a test module's imports are not arrows: {names:?}"
     );
     assert!(names.contains(&(7, "ha")), "lines still match: {names:?}");
+    // A group over several lines, nested groups, and `super::` out of the
+    // top-level module (a file two deep: two `super::` reach the crate).
+    let refs = crate_refs(
+        "use crate::{\n    clock::Clock,\n    fleet::{a, b},\n    git,\n};\nuse super::sibling;\nlet x = super::super::policy::f();\n",
+        2,
+    );
+    let names: Vec<(usize, &str)> = refs.iter().map(|(l, m)| (*l, m.as_str())).collect();
+    for want in [(2, "clock"), (3, "fleet"), (4, "git"), (7, "policy")] {
+        assert!(names.contains(&want), "{want:?} in {names:?}");
+    }
+    assert!(
+        !names.iter().any(|(_, m)| ["sibling", "a", "b"].contains(m)),
+        "{names:?}"
+    );
 }
 
 /// The reconciler's parts are types with their own small API: outside the
@@ -258,5 +328,131 @@ fn no_reconciler_file_reaches_into_another_parts_fields() {
         reaches.is_empty(),
         "fields of a reconciler part read from another file:\n{}",
         reaches.join("\n")
+    );
+}
+
+/// One name for one thing: two public types of the same name in different
+/// modules (two `FleetView`s, two `Hold`s) make a reader guess which is
+/// meant. Each pair that remains is listed here with why it may stay; a new
+/// one fails until it is renamed or justified.
+#[test]
+fn no_two_public_types_share_a_name_unless_justified() {
+    const JUSTIFIED: &[(&str, &str)] = &[
+        (
+            "Answer",
+            "private to their transports (plug-in HTTP, git fetch)",
+        ),
+        (
+            "Board",
+            "the daemon's status board; a preview's is its own board",
+        ),
+        (
+            "Capabilities",
+            "the plug-in wire form of the provider model's",
+        ),
+        (
+            "Change",
+            "a fleet change; the shared store's compare-and-swap closure",
+        ),
+        (
+            "Decision",
+            "each pure decide returns its own (rollout, fleet): one shape",
+        ),
+        (
+            "Gate",
+            "a FleetRollout gate's spec; a disruption policy's gate",
+        ),
+        (
+            "Inputs",
+            "each pure decide reads its own (rollout, fleet): one shape",
+        ),
+        (
+            "Limits",
+            "load limits, listener limits, forecast limits: each its module's",
+        ),
+        ("NodeState", "the plug-in wire form of the model's"),
+        (
+            "NodeView",
+            "the plug-in wire form; the Kubernetes node as read",
+        ),
+        (
+            "Note",
+            "each pure core's note for its shell (images, rollout)",
+        ),
+        ("Options", "plugin check's options; the daemon's"),
+        (
+            "Outcome",
+            "the rollout decision's outcome; apply's report outcome",
+        ),
+        (
+            "Preflight",
+            "the spec's drain.preflight setting; the plan's finding",
+        ),
+        (
+            "Problem",
+            "staging's problem; the plug-in wire's problem document",
+        ),
+        ("Record", "a lease record; a shared-store record"),
+        (
+            "Refused",
+            "each command's refusal (client, rollout control, git hook)",
+        ),
+        ("Report", "plugin check's report; apply's report"),
+        (
+            "Request",
+            "each command's request (git fetch worker, doctor, forecast)",
+        ),
+        (
+            "Summary",
+            "a plan's summary; a fleet change's summary in its history",
+        ),
+        (
+            "Value",
+            "a rollout order's key value; a plan attribute's value",
+        ),
+        (
+            "Verdict",
+            "plugin check's, doctor's, and a fleet change's verdict on a pool",
+        ),
+        ("View", "a shard view; the apply progress view"),
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut by_name: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let text = without_tests(&std::fs::read_to_string(file).unwrap());
+        for line in text.lines() {
+            for kind in ["pub struct ", "pub enum ", "pub type ", "pub trait "] {
+                if let Some(rest) = line.strip_prefix(kind) {
+                    let name = ident(rest);
+                    if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                        by_name
+                            .entry(name)
+                            .or_default()
+                            .insert(file.strip_prefix(&src).unwrap().display().to_string());
+                    }
+                }
+            }
+        }
+    }
+    let shared: Vec<String> = by_name
+        .iter()
+        .filter(|(name, files)| files.len() > 1 && !JUSTIFIED.iter().any(|(n, _)| n == *name))
+        .map(|(name, files)| format!("{name}: {files:?}"))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public types sharing a name (rename one, or say in JUSTIFIED why both stay):\n{}",
+        shared.join("\n")
+    );
+    let stale: Vec<&str> = JUSTIFIED
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| by_name.get(*n).is_none_or(|f| f.len() < 2))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "justified but no longer shared: {stale:?}"
     );
 }

@@ -201,7 +201,7 @@ pub(super) fn forecast_changes(
             stages,
             warnings,
         };
-        render(&f, rules.max_concurrent, &mut text);
+        render(&f, rules.max_concurrent_pools, &mut text);
         out.push(f);
     }
     Ok((out, text))

@@ -34,7 +34,7 @@ pub struct GateRead {
 }
 
 /// What `/v1/fleet` and the page show.
-pub type FleetView = Arc<Mutex<Vec<FleetStatus>>>;
+pub type FleetStatuses = Arc<Mutex<Vec<FleetStatus>>>;
 
 pub(super) struct Fleet {
     driver: FleetDriver,
@@ -46,7 +46,7 @@ pub(super) struct Fleet {
     /// this often, so a halt another daemon wrote stops this one's pools.
     refresh_every: Option<Duration>,
     next_refresh: Option<Timestamp>,
-    status: FleetView,
+    status: FleetStatuses,
     /// The status changed since it was last published, and when that was:
     /// it is published at most every `PUBLISH_EVERY` (a change of 10,000
     /// pools steps often; a halt still shows within a second).
@@ -85,7 +85,7 @@ impl Fleet {
     }
 
     /// What `/v1/fleet` and the page show.
-    pub fn view(&self) -> FleetView {
+    pub fn view(&self) -> FleetStatuses {
         self.status.clone()
     }
 

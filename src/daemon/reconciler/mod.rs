@@ -440,7 +440,7 @@ impl Reconciler {
     }
 
     /// What `/v1/fleet` and the page show of the changes across pools.
-    pub fn fleet_view(&self) -> fleet::FleetView {
+    pub fn fleet_view(&self) -> fleet::FleetStatuses {
         self.fleet.view()
     }
 

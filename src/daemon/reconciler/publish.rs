@@ -1,5 +1,5 @@
 //! The fleet-wide views, assembled from each pool's latest plan (never a plan
-//! of the whole fleet made for them): `/v1/plan`, the web page's plan text and
+//! of all pools made for them): `/v1/plan`, the web page's plan text and
 //! forecasts, and the plan a dry-run logs. Assembled at most every
 //! `PUBLISH_EVERY` while pools change, and not at all while none does.
 

@@ -47,7 +47,7 @@ const FORMAT: u32 = 1;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Fleet {
+struct Machines {
     format: u32,
     next_serial: u64,
     pools: BTreeMap<String, SimPool>,
@@ -87,7 +87,7 @@ fn stamp_of(path: &Path) -> Option<Stamp> {
 }
 
 /// Read the fleet from its snapshot and log (the caller holds the lock).
-fn read_fleet(p: &Path) -> anyhow::Result<Fleet> {
+fn read_machines(p: &Path) -> anyhow::Result<Machines> {
     let read = snapshot_log::read(p, 256 * 1024 * 1024, |line| {
         serde_json::from_slice::<Change<serde::de::IgnoredAny>>(line).is_ok()
     })
@@ -95,7 +95,7 @@ fn read_fleet(p: &Path) -> anyhow::Result<Fleet> {
     let bytes = read
         .snapshot
         .ok_or_else(|| anyhow::anyhow!("reading simulator state {}: it is gone", p.display()))?;
-    let mut fleet: Fleet = serde_json::from_slice(&bytes)
+    let mut fleet: Machines = serde_json::from_slice(&bytes)
         .map_err(|e| anyhow::anyhow!("simulator state {} is corrupt: {e}", p.display()))?;
     for record in &read.records {
         let change: Change<SimPool> = serde_json::from_slice(record).map_err(|e| {
@@ -125,7 +125,7 @@ struct Change<P> {
     last_call: Option<(Timestamp, String)>,
 }
 
-impl Fleet {
+impl Machines {
     fn apply(&mut self, c: Change<SimPool>) {
         match c.state {
             Some(p) => {
@@ -277,7 +277,7 @@ pub struct Sim {
     /// The fleet is shared with other processes (`POOLWRIGHT_SIM_DIR`).
     shared: bool,
     clock: Arc<dyn Clock>,
-    fleet: Mutex<Fleet>,
+    fleet: Mutex<Machines>,
     calls: AtomicU64,
     /// The last token handed out by `changes`.
     tokens: AtomicU64,
@@ -310,16 +310,16 @@ impl Sim {
                 // process saving and auditing a mutation (a `plan` beside a
                 // running daemon must not see the save without its line).
                 let _held = AuditLock::take(p);
-                let mut fleet = read_fleet(p)?;
+                let mut fleet = read_machines(p)?;
                 fleet.stamp = stamp_of(p);
                 if let Some(last) = &fleet.last_call {
                     repair_audit(&p.with_extension("audit.jsonl"), fleet.audited, last);
                 }
                 fleet
             }
-            _ => Fleet {
+            _ => Machines {
                 format: FORMAT,
-                ..Fleet::default()
+                ..Machines::default()
             },
         };
         Ok(Sim {
@@ -359,26 +359,26 @@ impl Sim {
     /// A shared fleet, as another process may have left it: read again if
     /// its files changed since this process last read or wrote them. The
     /// caller holds the file lock.
-    fn refresh(&self, fleet: &mut Fleet, call: &str) -> Result<()> {
+    fn refresh(&self, fleet: &mut Machines, call: &str) -> Result<()> {
         let Some(path) = self.path.as_deref().filter(|_| self.shared) else {
             return Ok(());
         };
         let now = stamp_of(path);
         if now.is_some() && now != fleet.stamp {
-            *fleet = read_fleet(path)
+            *fleet = read_machines(path)
                 .map_err(|e| ProviderError::new(call, ErrorKind::Unavailable, format!("{e:#}")))?;
             fleet.stamp = now;
         }
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Fleet> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Machines> {
         self.fleet.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Persist a mutation of `pool`: one record in the change log, or the
-    /// whole fleet when it is small or the log has grown as large.
-    fn save(&self, fleet: &mut Fleet, pool: &str) -> Result<()> {
+    /// whole set of machines when it is small or the log has grown as large.
+    fn save(&self, fleet: &mut Machines, pool: &str) -> Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
         };
@@ -623,7 +623,7 @@ impl Sim {
         }
     }
 
-    fn live_total(fleet: &Fleet) -> u64 {
+    fn live_total(fleet: &Machines) -> u64 {
         fleet
             .pools
             .values()
@@ -631,7 +631,7 @@ impl Sim {
             .sum()
     }
 
-    fn check_quota(&self, fleet: &Fleet, extra: u64, call: &str) -> Result<()> {
+    fn check_quota(&self, fleet: &Machines, extra: u64, call: &str) -> Result<()> {
         if let Some(q) = self.settings.quota {
             let live = Self::live_total(fleet);
             if live + extra > q as u64 {
@@ -647,7 +647,7 @@ impl Sim {
         Ok(())
     }
 
-    fn launch(&self, fleet: &mut Fleet, pool: &str, now: Timestamp) {
+    fn launch(&self, fleet: &mut Machines, pool: &str, now: Timestamp) {
         let serial = fleet.next_serial;
         fleet.next_serial += 1;
         let d = self.draw(serial);
@@ -717,7 +717,7 @@ impl Sim {
     /// Drop nodes that are gone, then launch or retire nodes until the live count
     /// equals the size, like an Auto Scaling group. Retiring picks outdated nodes
     /// first, then the oldest.
-    fn converge(&self, fleet: &mut Fleet, pool: &str, now: Timestamp) {
+    fn converge(&self, fleet: &mut Machines, pool: &str, now: Timestamp) {
         let Some(p) = fleet.pools.get_mut(pool) else {
             return;
         };
@@ -769,7 +769,7 @@ impl Sim {
         &self,
         call: String,
         pool: &str,
-        f: impl FnOnce(&Self, &mut Fleet, Timestamp, &str) -> Result<T>,
+        f: impl FnOnce(&Self, &mut Machines, Timestamp, &str) -> Result<T>,
     ) -> Result<T> {
         self.inject(&call)?;
         let now = self.clock.now();
