@@ -1,6 +1,7 @@
 //! Time as an injected dependency: decision code takes `now` as an argument and
 //! the shell gets it from a [`Clock`], so tests run on a virtual clock.
 
+use crate::sync::Locked;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -40,11 +41,11 @@ impl ManualClock {
     }
 
     pub fn set(&self, t: Timestamp) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = t;
+        *self.0.locked() = t;
     }
 
     pub fn advance(&self, by: SignedDuration) {
-        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = self.0.locked();
         *t = t
             .saturating_add(by)
             .expect("a signed duration never fails to add");
@@ -53,7 +54,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        *self.0.locked()
     }
 
     /// Sleeping on a virtual clock moves it forward at once.

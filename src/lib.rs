@@ -22,3 +22,4 @@ pub mod rollout;
 pub mod secrets;
 pub mod spec;
 pub mod store;
+pub mod sync;

@@ -17,6 +17,7 @@
 //! nothing else, and a redaction that depends on threading a handle through
 //! would be missed by the next place that serves text.
 
+use crate::sync::RwLocked;
 use std::borrow::Cow;
 use std::io::Write;
 use std::sync::{LazyLock, RwLock};
@@ -60,7 +61,7 @@ pub fn remember(secret: &str) {
     if secret.chars().count() < SHORTEST {
         return;
     }
-    let mut known = KNOWN.write().unwrap_or_else(|p| p.into_inner());
+    let mut known = KNOWN.write_locked();
     if known.iter().any(|k| k == secret) {
         return;
     }
@@ -77,7 +78,7 @@ pub fn remember(secret: &str) {
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
     {
-        let known = KNOWN.read().unwrap_or_else(|p| p.into_inner());
+        let known = KNOWN.read_locked();
         for k in known.iter() {
             if out.contains(k.as_str()) {
                 out = Cow::Owned(out.replace(k.as_str(), REDACTED));

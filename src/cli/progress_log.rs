@@ -4,6 +4,7 @@
 //! pool's counts every 30 s, so a log never stays quiet for the minutes a drain
 //! or a bake takes.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -107,7 +108,7 @@ impl Bars {
             let (Some(c), Some(_)) = (e.counts, &e.phase) else {
                 return;
             };
-            let mut bars = bars.lock().unwrap_or_else(|p| p.into_inner());
+            let mut bars = bars.locked();
             // A pool's first counts make its bar; a roll started after a
             // finished one (a staged apply's next stage) gets a bar of its
             // own, and what follows a roll's end (the plan step's line) keeps
@@ -151,7 +152,7 @@ impl Bars {
     /// Every bar stops turning and stays as it stood (an interrupted or
     /// failed apply's too), not erased.
     pub fn stop(&self) {
-        for bar in self.bars.lock().unwrap_or_else(|p| p.into_inner()).values() {
+        for bar in self.bars.locked().values() {
             if !bar.is_finished() {
                 bar.abandon();
             }
@@ -249,7 +250,7 @@ impl Log {
             let (latest, spoke) = (latest.clone(), spoke.clone());
             std::thread::spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                    let mut last = spoke.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut last = spoke.locked();
                     // Only when the log has been quiet for a whole period.
                     if last.elapsed() < every {
                         continue;
@@ -273,19 +274,16 @@ impl Log {
         let (latest, spoke) = (self.latest.clone(), self.spoke.clone());
         move |e: &Event| {
             if let Some(c) = e.counts {
-                latest
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(e.pool.clone(), c);
+                latest.locked().insert(e.pool.clone(), c);
             }
-            *spoke.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            *spoke.locked() = Instant::now();
             eprintln!("{}", log_line(e));
         }
     }
 
     /// A step's own line (`nodepool.web: roll 6 outdated node(s)...`).
     pub fn say(&self, line: &str) {
-        *self.spoke.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.spoke.locked() = Instant::now();
         eprintln!("{} {line}", stamp(jiff::Timestamp::now()));
     }
 }
@@ -300,7 +298,7 @@ impl Drop for Log {
 }
 
 fn heartbeat_line(latest: &Mutex<BTreeMap<String, Counts>>, elapsed: Duration) -> String {
-    let latest = latest.lock().unwrap_or_else(|p| p.into_inner());
+    let latest = latest.locked();
     let pools: Vec<String> = latest
         .iter()
         .map(|(pool, c)| format!("nodepool.{pool} {}", c.progress()))

@@ -71,7 +71,7 @@ impl SavedPlan {
 
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let bytes = serde_json::to_vec_pretty(self)?;
-        crate::store::atomic_write(path, &bytes)
+        crate::files::atomic_write(path, &bytes)
             .map_err(|e| anyhow::anyhow!("writing plan {}: {e}", path.display()))
     }
 

@@ -8,6 +8,7 @@
 //! stops at a safe point on Ctrl-C: the fleet journal keeps the change's
 //! place for the next `apply` or the daemon.
 
+use crate::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +26,9 @@ use crate::reconcile::gates::GateReader;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool, observe};
+use crate::reconcile::{ApplyContext, ApplyOutcome, apply_pool, observe};
 use crate::store::{FleetJournal, Journal, StateDir};
+use crate::sync::Stop;
 use std::future::Future;
 
 /// The longest wait between rounds (a soak of hours is waited in these).
@@ -172,12 +174,7 @@ impl Staged<'_> {
     /// Observe again and plan with the changes as they now stand.
     async fn replan(&self, driver: &FleetDriver) -> anyhow::Result<Plan> {
         let config = self.ctx.config;
-        let inventory = self
-            .ctx
-            .inventory
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let inventory = self.ctx.inventory.locked().clone();
         let providers: &Providers = self.ctx.providers;
         let mut observed = observe(config, &inventory, providers, self.clock.as_ref()).await;
         observed.rollouts = Journal::new(self.state.journal_dir()).all().await?;

@@ -18,9 +18,10 @@ use crate::model::EventKind;
 use crate::plan::markdown::render_markdown;
 use crate::plan::render::{Style, render_json, render_text};
 use crate::plan::{self, Plan, PlanOptions};
-use crate::reconcile::{ApplyContext, EventSink, Stop, apply_plan};
+use crate::reconcile::{ApplyContext, EventSink, apply_plan};
 use crate::store::serves::Served;
 use crate::store::{Journal, StateDir, StateLock};
+use crate::sync::Stop;
 
 fn style(common: &Common) -> Style {
     let no_color = common.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());

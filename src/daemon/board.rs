@@ -2,6 +2,7 @@
 //! pool. Written by the reconcile loop and the pool workers, read by
 //! `/v1/status`, `poolwright status` and the systemd STATUS line.
 
+use crate::sync::RwLocked;
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -493,11 +494,11 @@ impl Board {
     }
 
     pub fn snapshot(&self) -> StatusDoc {
-        self.doc.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.doc.read_locked().clone()
     }
 
     pub fn update<T>(&self, f: impl FnOnce(&mut StatusDoc) -> T) -> T {
-        let out = f(&mut self.doc.write().unwrap_or_else(|p| p.into_inner()));
+        let out = f(&mut self.doc.write_locked());
         self.version.fetch_add(1, Ordering::SeqCst);
         out
     }
@@ -533,7 +534,7 @@ impl Board {
 
     /// Read the status in place (no copy of every pool).
     pub fn read<T>(&self, f: impl FnOnce(&StatusDoc) -> T) -> T {
-        f(&self.doc.read().unwrap_or_else(|p| p.into_inner()))
+        f(&self.doc.read_locked())
     }
 
     /// The systemd STATUS= line.

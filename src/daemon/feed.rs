@@ -8,6 +8,7 @@
 //! subscriber that falls behind is cut off (its browser reconnects and reloads
 //! the view, so it misses nothing it shows).
 
+use crate::sync::Locked;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -39,7 +40,7 @@ pub struct StreamSlot(Arc<Feed>, String);
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.0.streams.fetch_sub(1, Ordering::SeqCst);
-        let mut peers = self.0.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut peers = self.0.peers.locked();
         if let Some(n) = peers.get_mut(&self.1) {
             *n -= 1;
             if *n == 0 {
@@ -141,7 +142,7 @@ impl Feed {
     pub fn record(&self, event: &Event) {
         // Numbered, kept and sent under one lock, so the stream carries
         // events in `seq` order whichever thread emits them.
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.recent.locked();
         let stamped = Stamped {
             seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
             event: event.clone(),
@@ -163,8 +164,7 @@ impl Feed {
     /// A pool's `limit` most recent events, oldest first.
     pub fn recent(&self, pool: &str, limit: usize) -> Vec<Stamped> {
         self.recent
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .get(pool)
             .map(|r| {
                 r.iter()
@@ -178,7 +178,7 @@ impl Feed {
     /// A place for one more live stream, if fewer than [`MAX_STREAMS`] are
     /// open (each holds a connection and a subscription).
     pub fn stream_slot(self: &Arc<Self>, peer: &str) -> Result<StreamSlot, NoPlace> {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut peers = self.peers.locked();
         let held = peers.get(peer).copied().unwrap_or(0);
         if held >= MAX_STREAMS_PER_PEER {
             return Err(NoPlace::PeerFull);
@@ -195,18 +195,13 @@ impl Feed {
     /// What an observation of `pool` found (`target`: its desired template).
     pub fn observed(&self, pool: Arc<ObservedPool>, target: TemplateHash) {
         self.nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .insert(pool.name.clone(), (pool, target));
     }
 
     /// A pool as last observed, with its desired template then.
     pub fn last_observed(&self, pool: &str) -> Option<(Arc<ObservedPool>, TemplateHash)> {
-        self.nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(pool)
-            .cloned()
+        self.nodes.locked().get(pool).cloned()
     }
 
     /// A pool's nodes as last observed, as the page draws them.
@@ -234,14 +229,8 @@ impl Feed {
 
     /// Forget a pool that is no longer known.
     pub fn forget(&self, pool: &str) {
-        self.recent
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(pool);
-        self.nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(pool);
+        self.recent.locked().remove(pool);
+        self.nodes.locked().remove(pool);
     }
 
     /// The messages from now on, and the signal that the feed closed.
@@ -262,7 +251,7 @@ impl Feed {
             return;
         }
         let version = board.version();
-        let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        let mut published = self.published.locked();
         if published.version == version && version != 0 {
             return;
         }

@@ -9,6 +9,7 @@
 //! [`super::access`] for who may ask what). `POST /v1/hooks/git`: a forge's
 //! push webhook (see [`super::hooks`]).
 
+use crate::sync::Locked;
 use std::time::Duration;
 
 use axum::Router;
@@ -261,12 +262,7 @@ async fn status(State(s): State<HttpState>, Query(q): Query<StatusQuery>) -> Res
 }
 
 async fn plan(State(s): State<HttpState>) -> Response {
-    match s
-        .latest_plan
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-    {
+    match s.latest_plan.locked().clone() {
         Some(p) => axum::Json(p.json()).into_response(),
         None => (StatusCode::NOT_FOUND, "no plan yet\n").into_response(),
     }
@@ -333,13 +329,13 @@ fn control_of(route: &str, name: String) -> Option<(ControlTarget, ControlAction
 /// Every FleetRollout's change: its stages, each pool's place, its gates'
 /// readings, its halt.
 async fn fleets(State(s): State<HttpState>) -> Response {
-    let all = s.fleet.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let all = s.fleet.locked().clone();
     axum::Json(serde_json::json!({ "fleets": all })).into_response()
 }
 
 /// One FleetRollout, by name (or by the id of its change).
 async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response {
-    let all = s.fleet.lock().unwrap_or_else(|p| p.into_inner());
+    let all = s.fleet.locked();
     match all
         .iter()
         .find(|f| f.name == name || f.change.as_ref().is_some_and(|c| c.id == name))
@@ -359,7 +355,7 @@ async fn fleet(State(s): State<HttpState>, Path(name): Path<String>) -> Response
 /// Every image channel: the image in force, the newest seen and when it is
 /// eligible, the queued one, the recalls, and each pool's image and lag.
 async fn images(State(s): State<HttpState>) -> Response {
-    let view = s.images.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let view = s.images.locked().clone();
     axum::Json(view).into_response()
 }
 

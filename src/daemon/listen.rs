@@ -6,6 +6,7 @@
 //! axum's `serve` has neither a connection cap nor timeouts, so connections
 //! are accepted here and handed to hyper directly.
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, UnixListener};
 
 use super::peer_id::Peer;
-use crate::reconcile::Stop;
+use crate::sync::Stop;
 
 /// Limits of one listener.
 #[derive(Clone, Copy, Debug)]
@@ -196,7 +197,7 @@ fn spawn_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let mut open = slots.open.lock().unwrap_or_else(|p| p.into_inner());
+    let mut open = slots.open.locked();
     // At the cap, the connection idle the longest (no request in progress)
     // makes room: a flood of silent connections cannot keep a prober's
     // `/healthz` out. When every one is busy, the new one is closed at once.
@@ -251,11 +252,7 @@ fn spawn_connection<S>(
                     service,
                 )
                 .await;
-            registry
-                .open
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            registry.open.locked().remove(&id);
         }
     });
     // Registered under the lock the task takes to deregister, so it cannot

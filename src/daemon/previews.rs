@@ -9,6 +9,7 @@
 //! changes one is not planned (a branch could otherwise point a provider's
 //! token or a kubeconfig at a server of its own).
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -119,30 +120,25 @@ impl Previews {
     }
 
     pub fn board(&self) -> Board {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.locked().clone()
     }
 
     /// A ref's preview, by its full name (never a path: a key of the map).
     pub fn get(&self, git_ref: &str) -> Option<Arc<Preview>> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .previews
-            .get(git_ref)
-            .cloned()
+        self.inner.locked().previews.get(git_ref).cloned()
     }
 
     /// The refs to show, with those already planned; the rest are put in
     /// with [`Previews::put`] as they are planned.
     fn keep(&self, refs: &[&String], dropped: usize, error: Option<String>) {
-        let mut b = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.inner.locked();
         b.previews.retain(|name, _| refs.contains(&name));
         b.dropped = dropped;
         b.error = error;
     }
 
     fn put(&self, preview: Preview) {
-        let mut b = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.inner.locked();
         b.previews
             .insert(preview.git_ref.clone(), Arc::new(preview));
     }
@@ -158,7 +154,7 @@ pub struct PreviewFeed {
 
 impl PreviewFeed {
     pub fn set_fleets(&self, fleets: &BTreeMap<String, FleetView>) {
-        *self.fleets.lock().unwrap_or_else(|p| p.into_inner()) = fleets.clone();
+        *self.fleets.locked() = fleets.clone();
     }
 }
 
@@ -334,11 +330,7 @@ impl Previewer {
     /// Observe the pools of `config` through the providers in force, read
     /// the journals, and plan. Read-only.
     async fn plan(&self, config: &Config, base: &Base) -> anyhow::Result<Plan> {
-        let inventory = self
-            .inventory
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let inventory = self.inventory.locked().clone();
         let mut observed =
             crate::reconcile::observe(config, &inventory, &base.providers, self.clock.as_ref())
                 .await;
@@ -347,12 +339,7 @@ impl Previewer {
             .all()
             .await
             .map_err(|e| anyhow::anyhow!("reading the rollout journals: {e:#}"))?;
-        observed.fleets = self
-            .feed
-            .fleets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        observed.fleets = self.feed.fleets.locked().clone();
         let opts = PlanOptions {
             prune: self.prune,
             now: self.clock.now(),

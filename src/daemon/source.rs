@@ -4,6 +4,7 @@
 //! commit in force of the daemon's own clone of a remote, which the fetcher
 //! (`super::fetcher`) moves forward. Read with gix, never by shelling out.
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -55,29 +56,23 @@ impl RemoteSource {
 
     /// The last commit that loaded cleanly.
     pub fn in_force(&self) -> Option<String> {
-        self.in_force
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.in_force.locked().clone()
     }
 
     /// What the next load reads.
     pub fn accepted(&self) -> Option<String> {
-        self.accepted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.accepted.locked().clone()
     }
 
     /// The fetcher accepted `commit`: the next load reads it.
     pub fn accept(&self, commit: &str) {
-        *self.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
+        *self.accepted.locked() = Some(commit.to_string());
     }
 
     /// Nothing is loaded until the fetcher accepts a commit (the commit in
     /// force at start failed a check it never had to pass before).
     pub fn unaccept(&self) {
-        *self.accepted.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.accepted.locked() = None;
     }
 
     /// `commit` loaded cleanly: it is in force, kept first, so a restart
@@ -87,7 +82,7 @@ impl RemoteSource {
             return Ok(false);
         }
         self.mirror.set_in_force(commit)?;
-        *self.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit.to_string());
+        *self.in_force.locked() = Some(commit.to_string());
         Ok(true)
     }
 }

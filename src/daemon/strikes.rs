@@ -6,6 +6,7 @@
 //! guesser slow and loud (the log names it, and says when wrong tokens come
 //! from many peers at once).
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ impl Strikes {
     }
 
     fn window(&self, now: Instant) -> std::sync::MutexGuard<'_, Window> {
-        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.0.locked();
         if now.duration_since(w.began) >= WINDOW {
             *w = Window {
                 began: now,

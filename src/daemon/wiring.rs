@@ -19,11 +19,13 @@ use super::shared::{Heartbeat, HttpState};
 use super::source::ConfigSource;
 use super::{DaemonFile, Options, access, daemon_file, ha_wiring, http, listen, systemd, web};
 use crate::clock::{Clock, SystemClock};
+use crate::files::atomic_write;
 use crate::ha::{Election, Leading};
-use crate::reconcile::{EventSink, Stop};
+use crate::reconcile::EventSink;
 use crate::store::images::ImageStore;
 use crate::store::latency::{LatencyRecorder, LatencyStore};
-use crate::store::{FleetJournal, Inventory, InventoryStore, Journal, StateDir, atomic_write};
+use crate::store::{FleetJournal, Inventory, InventoryStore, Journal, StateDir};
+use crate::sync::Stop;
 
 /// The running daemon.
 pub(super) struct Daemon {

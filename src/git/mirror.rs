@@ -849,7 +849,7 @@ impl Mirror {
     }
 
     pub fn set_in_force(&self, commit: &str) -> std::io::Result<()> {
-        crate::store::atomic_write(&self.in_force_file, format!("{commit}\n").as_bytes())
+        crate::files::atomic_write(&self.in_force_file, format!("{commit}\n").as_bytes())
     }
 }
 

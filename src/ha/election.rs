@@ -20,7 +20,7 @@ use super::shards::{self, Moves, Shards, View};
 use super::status::{HaStatus, ShardHolder, ShardsStatus};
 use super::store::ClusterStore;
 use crate::clock::Clock;
-use crate::reconcile::Stop;
+use crate::sync::Stop;
 
 /// Where the election reports: its role (shown in status) and its moves
 /// (counted in metrics).

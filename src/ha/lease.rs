@@ -20,6 +20,7 @@
 //! acting at once and takes no lease again until it is restarted
 //! ([`IdentityGuard`]).
 
+use crate::sync::Locked;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -163,8 +164,7 @@ pub struct Fence {
 impl Fence {
     pub fn current(&self) -> Option<Term> {
         self.term
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .clone()
             .filter(|t| Instant::now() < t.valid_until)
     }
@@ -180,11 +180,11 @@ impl Fence {
     }
 
     fn grant(&self, term: Term) {
-        *self.term.lock().unwrap_or_else(|p| p.into_inner()) = Some(term);
+        *self.term.locked() = Some(term);
     }
 
     fn revoke(&self) {
-        *self.term.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.term.locked() = None;
     }
 }
 

@@ -4,6 +4,7 @@
 //! to drain. The executor reports each drain's progress to the step function
 //! as data (`DrainProgress`).
 
+use crate::sync::Locked;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
@@ -112,12 +113,7 @@ impl Drainer for SimDrainer {
         since: Timestamp,
         now: Timestamp,
     ) -> DrainProgress {
-        if self
-            .forced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(node)
-        {
+        if self.forced.locked().contains(node) {
             return DrainProgress::Done;
         }
         let (time, blocked) = self.sim.drain_profile(node);
@@ -133,10 +129,7 @@ impl Drainer for SimDrainer {
         }
     }
     async fn force(&self, _: &str, node: &str) -> Result<(), DrainError> {
-        self.forced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(node.to_string());
+        self.forced.locked().insert(node.to_string());
         Ok(())
     }
 }

@@ -2,12 +2,12 @@
 //! goes (intent first: a pool is in the inventory before it is created, so a
 //! crash in between can never leave poolwright's own pool unmanaged).
 
+use crate::sync::Locked;
 use std::sync::Mutex;
 
 use super::events::EventSink;
 use super::executor::Executor;
 use super::retry::with_retry;
-use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::{Counts, Event};
 use crate::model::{EventKind, PoolSpec};
@@ -17,6 +17,7 @@ use crate::rollout::{Settings, Status};
 use crate::spec::Config;
 use crate::store::Journal;
 use crate::store::{AppliedState, Inventory, InventoryEntry, InventoryStore, Origin};
+use crate::sync::Stop;
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
@@ -264,7 +265,7 @@ async fn update_inventory(
     pool: &str,
     change: impl FnOnce(&mut Inventory),
 ) -> Result<(), StepError> {
-    change(&mut ctx.inventory.lock().unwrap_or_else(|p| p.into_inner()));
+    change(&mut ctx.inventory.locked());
     ctx.inventory_store
         .save(ctx.inventory, pool)
         .await
@@ -539,7 +540,7 @@ async fn record_applied(
     ctx: &ApplyContext<'_>,
 ) -> Result<(), StepError> {
     let known = {
-        let inv = ctx.inventory.lock().unwrap_or_else(|p| p.into_inner());
+        let inv = ctx.inventory.locked();
         inv.pools.contains_key(&p.pool)
     };
     if !known {

@@ -1,5 +1,7 @@
 //! Structured events: one JSON object per line (`--events FILE`), for every step.
 
+use crate::sync::Locked;
+use crate::sync::RwLocked;
 use std::sync::Mutex;
 
 use crate::model::events::{Actor, Event};
@@ -59,7 +61,7 @@ impl EventSink {
 
     /// Stamp every later event with this revision of the desired state.
     pub fn set_revision(&self, revision: Option<String>) {
-        *self.revision.write().unwrap_or_else(|p| p.into_inner()) = revision;
+        *self.revision.write_locked() = revision;
     }
 
     /// Stamp every later event with the actor `stamp` names for its pool
@@ -80,11 +82,7 @@ impl EventSink {
             event.by = Some(stamp(&event.pool));
         }
         if event.revision.is_none() {
-            event.revision = self
-                .revision
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            event.revision = self.revision.read_locked().clone();
         }
         // Every step is also a structured log record.
         let counts = event.counts.unwrap_or_default();
@@ -107,19 +105,19 @@ impl EventSink {
         if let Some(f) = &self.file {
             let mut line = serde_json::to_vec(&event).expect("an event serializes");
             line.push(b'\n');
-            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            let mut f = f.locked();
             // Events are a record, not a control path: a full disk must not stop a rollout.
             let _ = f.append(&line);
         }
         if let Some(m) = &self.memory {
-            m.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+            m.locked().push(event);
         }
     }
 
     pub fn take(&self) -> Vec<Event> {
         self.memory
             .as_ref()
-            .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+            .map(|m| std::mem::take(&mut *m.locked()))
             .unwrap_or_default()
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use super::events::EventSink;
 use super::retry::with_retry;
-use super::stop::Stop;
 use crate::clock::Clock;
 use crate::model::{Counts, Event};
 use crate::model::{EventKind, NodeState, NodeTemplate, ObservedPool, TemplateHash};
@@ -21,6 +20,7 @@ use crate::rollout::index::PoolIndex;
 use crate::rollout::state::PendingCreate;
 use crate::rollout::{Mark, RolloutState, Settings, Status};
 use crate::store::Journal;
+use crate::sync::Stop;
 
 /// Why a rollout could not go on (what is in the journal stays: the next
 /// run takes it up).

@@ -13,10 +13,8 @@ pub mod gates;
 pub mod images;
 pub mod observe;
 pub mod retry;
-pub mod stop;
 
 pub use apply::{ApplyContext, ApplyOutcome, apply_plan, apply_pool};
 pub use events::EventSink;
 pub use executor::{Executor, ExecutorError, Tick};
 pub use observe::observe;
-pub use stop::Stop;

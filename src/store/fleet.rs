@@ -4,12 +4,13 @@
 //! every daemon reads and changes with a compare-and-swap. A third, in
 //! memory, serves forecasts and tests.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::atomic_write;
 use super::shared::{Record, SharedError, SharedHome};
+use crate::files::atomic_write;
 use crate::fleet::FleetState;
 use crate::fleet::change::FORMAT;
 
@@ -95,11 +96,7 @@ impl FleetJournal {
                     None => Ok(None),
                 }
             }
-            FleetJournal::Memory(map) => Ok(map
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(fleet)
-                .cloned()),
+            FleetJournal::Memory(map) => Ok(map.locked().get(fleet).cloned()),
         }
     }
 
@@ -150,7 +147,7 @@ impl FleetJournal {
                 Ok(Some(next))
             }
             FleetJournal::Memory(map) => {
-                let mut held = map.lock().unwrap_or_else(|p| p.into_inner());
+                let mut held = map.locked();
                 if let Some(next) = change(held.get(fleet).cloned()) {
                     held.insert(fleet.to_string(), next);
                 }

@@ -43,7 +43,7 @@ pub fn load(path: &Path) -> anyhow::Result<Images> {
 }
 
 pub fn save(path: &Path, images: &Images) -> anyhow::Result<()> {
-    crate::store::atomic_write(path, &serde_json::to_vec_pretty(images)?)?;
+    crate::files::atomic_write(path, &serde_json::to_vec_pretty(images)?)?;
     Ok(())
 }
 

@@ -3,11 +3,12 @@
 //! once it is large, see `snapshot_log`), or a ConfigMap beside the Lease
 //! with `--ha`.
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::shared::{Record, SharedHome};
-use super::snapshot_log::{self, SnapshotLog};
+use crate::files::snapshot_log::{self, SnapshotLog};
 pub use crate::model::inventory::{AppliedState, Inventory, InventoryEntry, Origin};
 
 const FORMAT: u32 = 1;
@@ -168,7 +169,7 @@ impl InventoryStore {
                 // What to write is taken under the inventory's lock; the
                 // writing (and its sync) happens after it is released.
                 let (record, snapshot) = {
-                    let inventory = inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    let inventory = inventory.locked();
                     let record = serde_json::to_vec(&Change {
                         pool: pool.to_string(),
                         entry: inventory.pools.get(pool),
@@ -188,7 +189,7 @@ impl InventoryStore {
                 // other daemons' to write.
                 let shard = store.shard_of(pool);
                 let snapshot = {
-                    let inventory = inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    let inventory = inventory.locked();
                     if store.shard_count().is_some() {
                         Inventory {
                             format: FORMAT,

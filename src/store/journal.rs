@@ -5,12 +5,13 @@
 //! Lease, written only by the lease holder. A third, in memory, serves
 //! forecasts, which run the real executor on a copy of a pool.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::atomic_write;
 use super::shared::{Record, SharedHome};
+use crate::files::atomic_write;
 use crate::rollout::RolloutState;
 
 #[derive(Clone)]
@@ -48,7 +49,7 @@ impl Journal {
     fn held(
         map: &Mutex<BTreeMap<String, RolloutState>>,
     ) -> std::sync::MutexGuard<'_, BTreeMap<String, RolloutState>> {
-        map.lock().unwrap_or_else(|p| p.into_inner())
+        map.locked()
     }
 
     /// A journal's file name is derived only from a valid pool name (an RFC

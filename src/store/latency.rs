@@ -2,13 +2,14 @@
 //! summary updated from the events of every rollout: what `forecast` draws
 //! from before it falls back to the simulator's or the default distributions.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use jiff::Timestamp;
 
-use super::atomic_write;
+use crate::files::atomic_write;
 use crate::model::EventKind;
 use crate::model::latency::PoolLatencies;
 use crate::spec::validate::is_dns_label;
@@ -104,7 +105,7 @@ impl LatencyRecorder {
             _ => return,
         };
         let key = (e.pool.clone(), node.clone(), step);
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.locked();
         if begins {
             if open.len() < OPEN_LIMIT {
                 open.insert(key, e.ts);
@@ -119,7 +120,7 @@ impl LatencyRecorder {
         // ended: the forecast waits minReady itself.
         let ended = e.since.filter(|s| *s >= began).unwrap_or(e.ts);
         let seconds = ended.duration_since(began).as_secs_f64();
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pools = self.pools.locked();
         let held = pools.entry(e.pool.clone()).or_insert_with(|| Held {
             latencies: self.store.load(&e.pool).unwrap_or_default(),
             saved: None,
@@ -142,7 +143,7 @@ impl LatencyRecorder {
     /// Write every history with samples not yet written (at the end of an
     /// apply, when the daemon stops).
     pub fn flush(&self) {
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pools = self.pools.locked();
         for (pool, held) in pools.iter_mut().filter(|(_, h)| h.dirty) {
             self.store.save(pool, &held.latencies);
             held.saved = Some(std::time::Instant::now());

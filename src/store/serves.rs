@@ -160,7 +160,7 @@ pub fn claim(state: &Path, ours: &Served, now: Timestamp) -> Result<Claim, Claim
     };
     let bytes = serde_json::to_vec_pretty(&record).expect("a record serializes");
     let path = state.join(FILE);
-    super::atomic_write(&path, &bytes).map_err(|e| ClaimError::Unreadable {
+    crate::files::atomic_write(&path, &bytes).map_err(|e| ClaimError::Unreadable {
         path,
         message: format!("writing it: {e}"),
     })?;

@@ -178,7 +178,7 @@ impl World {
     pub fn apply_with_events(&self, events: &EventSink) -> ApplyOutcome {
         let (config, providers, inventory, _, plan) = self.observe_and_plan();
         let inventory = std::sync::Mutex::new(inventory);
-        let stop = poolwright::reconcile::Stop::new();
+        let stop = poolwright::sync::Stop::new();
         let inventory_store = poolwright::store::InventoryStore::file(self.state_dir().inventory());
         let journal = poolwright::store::Journal::new(self.state_dir().journal_dir());
         let ctx = ApplyContext {

@@ -3,6 +3,7 @@
 //! own pools), then planned and acted on one pool at a time.
 
 use crate::model::Unreadable;
+use crate::sync::Locked;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -139,7 +140,7 @@ impl Reconciler {
         if self.authority.inventory_stale() && (self.workers.is_empty() || sharded) {
             match self.inventory_store.load().await {
                 Ok(inv) => {
-                    let mut held = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut held = self.inventory.locked();
                     // A running worker's entry is newer than what was read
                     // (it writes its own): keep it.
                     let keep: Vec<(String, Option<_>)> = self
@@ -184,7 +185,7 @@ impl Reconciler {
             override_disruption: false,
         };
         let planned: Vec<(String, Option<plan::PoolPlan>)> = {
-            let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+            let inventory = self.inventory.locked();
             pools
                 .iter()
                 .map(|name| {

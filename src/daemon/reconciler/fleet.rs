@@ -5,6 +5,7 @@
 //! what the driver decides comes back as events, pools to look at again and
 //! workers to stop.
 
+use crate::sync::Locked;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -437,6 +438,6 @@ impl Reconciler {
         if self.board.read(|d| d.fleets != summaries) {
             self.board.update(|d| d.fleets = summaries);
         }
-        *self.fleet.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+        *self.fleet.status.locked() = status;
     }
 }

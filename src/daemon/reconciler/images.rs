@@ -7,6 +7,7 @@
 //! anything follows from it; under `--ha` every daemon reads it again each
 //! retry period and follows what another daemon did.
 
+use crate::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -503,7 +504,7 @@ impl Reconciler {
         };
         let now = self.clock.now();
         let latest = self.views.latest();
-        let latest = latest.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let latest = latest.locked().clone();
         let mut channels = Vec::new();
         for (name, e) in &f.config.channels {
             let rec = self
@@ -616,7 +617,7 @@ impl Reconciler {
             // the record it keeps.
             "asksSources": self.asks_sources(),
         });
-        *self.images.view.lock().unwrap_or_else(|p| p.into_inner()) = view;
+        *self.images.view.locked() = view;
     }
 
     /// The id of the change the next load begins, when an image brought it.

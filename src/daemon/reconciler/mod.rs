@@ -10,6 +10,7 @@
 //! The fleet-wide views (status, `/v1/plan`, the plan text) are assembled
 //! from the pools' latest results, never recomputed for the fleet.
 
+use crate::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -362,14 +363,7 @@ impl Reconciler {
             .as_ref()
             .map(|f| f.config.pools.keys().cloned().collect())
             .unwrap_or_default();
-        names.extend(
-            self.inventory
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pools
-                .keys()
-                .cloned(),
-        );
+        names.extend(self.inventory.locked().pools.keys().cloned());
         names
     }
 
@@ -384,8 +378,7 @@ impl Reconciler {
             return Some(e.doc.spec.provider_ref.value.clone());
         }
         self.inventory
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .pools
             .get(pool)
             .map(|e| e.provider.clone())
@@ -456,7 +449,7 @@ impl Reconciler {
             return false;
         };
         let slice = {
-            let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+            let inventory = self.inventory.locked();
             self.schedule
                 .resync_slice(now, &in_force.config.pools, &inventory.pools)
         };

@@ -3,6 +3,7 @@
 //! forecasts, and the plan a dry-run logs. Assembled at most every
 //! `PUBLISH_EVERY` while pools change, and not at all while none does.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -132,7 +133,7 @@ impl Views {
             fleets: Vec::new(),
             json: OnceLock::new(),
         };
-        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(latest));
+        *self.latest.locked() = Some(Arc::new(latest));
         true
     }
 }

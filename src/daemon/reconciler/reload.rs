@@ -5,6 +5,7 @@
 //! provider's or cluster's did) are queued: an edit to one pool of 10,000
 //! plans one pool.
 
+use crate::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ impl Reconciler {
         let cache = self.parse_cache.clone();
         let loading = tokio::task::spawn_blocking(move || {
             let head = source.head();
-            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = cache.locked();
             (source.load(&Limits::default(), &mut cache), head)
         });
         // Reads refuse anything but regular files, so a load cannot block on

@@ -18,8 +18,9 @@ use crate::model::EventKind;
 use crate::plan::PoolPlan;
 use crate::provider::Providers;
 use crate::reconcile::control;
-use crate::reconcile::{ApplyContext, ApplyOutcome, Stop, apply_pool};
+use crate::reconcile::{ApplyContext, ApplyOutcome, apply_pool};
 use crate::spec::Config;
+use crate::sync::Stop;
 
 struct Worker {
     key: String,

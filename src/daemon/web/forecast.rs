@@ -11,6 +11,7 @@
 //! for. A pool too large for `WORK` gets `{"unavailable": why}` in place of
 //! the forecast.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -86,7 +87,7 @@ impl PageForecasts {
             observed.nodes.len()
         );
         let stale = {
-            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let cache = self.cache.locked();
             match cache.get(pool) {
                 Some(c) if c.key == key && c.at.elapsed() < FRESH => return c.value.clone(),
                 Some(c) => c.value.clone(),
@@ -95,7 +96,7 @@ impl PageForecasts {
         };
         // One at a time, and not while resting: a page asking then gets the
         // last one made (or none).
-        if Instant::now() < *self.rest_until.lock().unwrap_or_else(|p| p.into_inner()) {
+        if Instant::now() < *self.rest_until.locked() {
             return stale;
         }
         let Ok(permit) = self.busy.clone().try_acquire_owned() else {
@@ -155,9 +156,8 @@ impl PageForecasts {
                     None
                 }
             };
-            *rest_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                Instant::now() + began.elapsed() * REST;
-            cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            *rest_until.locked() = Instant::now() + began.elapsed() * REST;
+            cache.locked().insert(
                 name,
                 Cached {
                     key,

@@ -8,6 +8,7 @@
 
 pub mod forecast;
 
+use crate::sync::Locked;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -210,11 +211,7 @@ pub async fn pool_page(
         )
             .into_response();
     };
-    let latest = s
-        .latest_plan
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let latest = s.latest_plan.locked().clone();
     let now = Timestamp::now();
     let entry = latest.as_ref().and_then(|l| l.config.pools.get(&name));
     let size = pool

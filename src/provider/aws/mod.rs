@@ -16,6 +16,8 @@ pub mod mapping;
 pub mod sdk;
 pub mod versions;
 
+use crate::sync::Locked;
+use crate::sync::RwLocked;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -112,11 +114,7 @@ impl Aws {
     }
 
     fn spec(&self, pool: &str) -> Option<PoolSpec> {
-        self.pools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(pool)
-            .cloned()
+        self.pools.read_locked().get(pool).cloned()
     }
 
     /// The group of each pool: the bound pool's group name; for a pool no longer
@@ -126,7 +124,7 @@ impl Aws {
         let mut out = Vec::with_capacity(pools.len());
         let mut unbound = Vec::new();
         {
-            let bound = self.pools.read().unwrap_or_else(|p| p.into_inner());
+            let bound = self.pools.read_locked();
             for pool in pools {
                 match bound.get(pool) {
                     Some(spec) => out.push((pool.clone(), group_name(spec))),
@@ -307,20 +305,12 @@ impl Aws {
                 lt.id.clone().or(lt.name.clone()).unwrap_or_default(),
                 version.clone(),
             );
-            let known = self
-                .derived
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&key)
-                .cloned();
+            let known = self.derived.locked().get(&key).cloned();
             let derived = match known {
                 Some(d) => d,
                 None => {
                     let d = versions::describe_one(self.clients().await, lt, &version).await?;
-                    self.derived
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key, d.clone());
+                    self.derived.locked().insert(key, d.clone());
                     d
                 }
             };
@@ -349,7 +339,7 @@ impl Aws {
         details: &HashMap<String, InstanceDetail>,
     ) -> ObservedPool {
         let spec = self.spec(pool);
-        let mut first = self.first_healthy.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = self.first_healthy.locked();
         mapping::observed_pool(
             pool,
             group,
@@ -657,7 +647,7 @@ impl Provider for Aws {
     }
 
     fn bind_pools(&self, pools: &[PoolSpec]) {
-        let mut bound = self.pools.write().unwrap_or_else(|p| p.into_inner());
+        let mut bound = self.pools.write_locked();
         *bound = pools.iter().map(|p| (p.name.clone(), p.clone())).collect();
     }
 

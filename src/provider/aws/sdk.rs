@@ -2,6 +2,7 @@
 //! credential chain, optional profile, endpoint and role), counting the HTTP
 //! requests they make, and turning SDK errors into [`ProviderError`]s.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,10 +37,7 @@ pub struct CallCounter {
 
 impl CallCounter {
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
-        self.counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.counts.locked().clone()
     }
 
     pub fn total(&self) -> u64 {
@@ -47,10 +45,7 @@ impl CallCounter {
     }
 
     pub fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.counts.locked().clear();
     }
 }
 
@@ -69,12 +64,7 @@ impl Intercept for CallCounter {
             .load::<Metadata>()
             .map(|m| format!("{}.{}", m.service(), m.name()))
             .unwrap_or_else(|| "unknown".into());
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_default() += 1;
+        *self.counts.locked().entry(key).or_default() += 1;
         Ok(())
     }
 }

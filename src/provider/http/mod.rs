@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod transport;
 pub mod wire;
 
+use crate::sync::RwLocked;
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::RwLock;
@@ -169,7 +170,7 @@ impl Http {
 
     /// The plug-in's capabilities, asked once and again after a while.
     pub async fn plugin_capabilities(&self) -> Result<wire::Capabilities> {
-        if let Some((at, caps)) = self.caps.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+        if let Some((at, caps)) = self.caps.read_locked().as_ref()
             && at.elapsed() < CAPABILITIES_TTL
         {
             return Ok(caps.clone());
@@ -183,8 +184,7 @@ impl Http {
                 format!("{}: {m}", call.route(&self.transport.base)),
             )
         })?;
-        *self.caps.write().unwrap_or_else(|p| p.into_inner()) =
-            Some((Instant::now(), caps.clone()));
+        *self.caps.write_locked() = Some((Instant::now(), caps.clone()));
         Ok(caps)
     }
 
@@ -385,7 +385,7 @@ impl Provider for Http {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let caps = self.caps.read().unwrap_or_else(|p| p.into_inner());
+        let caps = self.caps.read_locked();
         let caps = caps.as_ref().map(|(_, c)| c);
         Capabilities {
             reimage: caps.is_some_and(|c| c.reimage),

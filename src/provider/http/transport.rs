@@ -4,6 +4,7 @@
 //! `Retry-After`, a cap on the size of every answer, and errors that name the
 //! call, the URL path and the plug-in's own words (RFC 9457 problem details).
 
+use crate::sync::Locked;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -72,7 +73,7 @@ impl Token {
                     meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                     meta.len(),
                 );
-                let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+                let mut cache = cache.locked();
                 if let Some((m, l, t)) = cache.as_ref()
                     && (*m, *l) == stamp
                 {

@@ -48,7 +48,7 @@ pub fn publish(path: &Path, release: Release) -> anyhow::Result<usize> {
     );
     all.push(release);
     all.sort_by(|a, b| (a.released, &a.image).cmp(&(b.released, &b.image)));
-    crate::store::atomic_write(path, &serde_json::to_vec_pretty(&all)?)?;
+    crate::files::atomic_write(path, &serde_json::to_vec_pretty(&all)?)?;
     Ok(all.len())
 }
 

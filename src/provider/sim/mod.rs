@@ -18,6 +18,7 @@
 //! fleet's file lock and reads the fleet again if another process changed it,
 //! so no two processes act on different copies.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,11 +33,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Capabilities, ErrorKind, OpKey, Provider, ProviderError, Result};
 use crate::clock::Clock;
+use crate::files::snapshot_log::{self, SnapshotLog};
 use crate::model::{
     Bounds, InPlace, Node, NodeState, NodeTemplate, ObservedPool, PoolSpec, TemplateHash,
 };
 use crate::spec::types::{Distribution, SimProvider as SimSettings};
-use crate::store::snapshot_log::{self, SnapshotLog};
 
 pub mod catalogue;
 mod changes;
@@ -373,7 +374,7 @@ impl Sim {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Machines> {
-        self.fleet.lock().unwrap_or_else(|p| p.into_inner())
+        self.fleet.locked()
     }
 
     /// Persist a mutation of `pool`: one record in the change log, or the
@@ -475,7 +476,7 @@ impl Sim {
     /// Asked about every draining node at every look: drawn once per node.
     pub fn drain_profile(&self, node_id: &str) -> (SignedDuration, bool) {
         let serial = Self::serial_of(node_id);
-        let mut drawn = self.drains.lock().unwrap_or_else(|p| p.into_inner());
+        let mut drawn = self.drains.locked();
         if drawn.len() >= 100_000 {
             drawn.clear();
         }

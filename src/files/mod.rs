@@ -7,6 +7,8 @@
 //! then checked with `fstat` on the open descriptor, which is what is read:
 //! no window between checking and reading where the path could be swapped.
 
+pub mod snapshot_log;
+
 use std::fmt;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -274,6 +276,24 @@ impl AppendLog {
         self.len = 0;
         Ok(())
     }
+}
+
+/// Replace `path` with `bytes` atomically: write a temporary file beside it, fsync
+/// it, rename it over the target, and fsync the directory. A crash leaves either
+/// the old or the new content, never a torn file.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,8 +1,15 @@
-//! A request to stop starting new steps: SIGTERM, a superseding desired state,
-//! a human's pause through the daemon, or a lost leader lease. Whoever acts
-//! checks it between steps (the safe points) and while waiting.
+//! What concurrent parts share, below every room that uses it:
+//!
+//! - [`Stop`], a request to stop starting new steps: SIGTERM, a superseding
+//!   desired state, a human's pause through the daemon, or a lost leader
+//!   lease. Whoever acts checks it between steps (the safe points) and
+//!   while waiting.
+//! - [`Locked`], a mutex's lock that outlives a panic elsewhere: the data
+//!   behind a std mutex here is always left whole between statements (no
+//!   invariant spans a panic point), so a poisoned lock is taken as it is
+//!   rather than spreading the panic to every later user.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
@@ -34,6 +41,33 @@ impl Stop {
         let mut rx = self.0.subscribe();
         // The sender lives as long as `self`, so this cannot fail.
         let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// `mutex.locked()`: the guard, whether or not another holder panicked.
+pub trait Locked<T> {
+    fn locked(&self) -> MutexGuard<'_, T>;
+}
+
+impl<T> Locked<T> for Mutex<T> {
+    fn locked(&self) -> MutexGuard<'_, T> {
+        self.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The same for a read-write lock: `read_locked()`, `write_locked()`.
+pub trait RwLocked<T> {
+    fn read_locked(&self) -> RwLockReadGuard<'_, T>;
+    fn write_locked(&self) -> RwLockWriteGuard<'_, T>;
+}
+
+impl<T> RwLocked<T> for RwLock<T> {
+    fn read_locked(&self) -> RwLockReadGuard<'_, T> {
+        self.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_locked(&self) -> RwLockWriteGuard<'_, T> {
+        self.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 
