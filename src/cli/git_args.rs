@@ -129,7 +129,7 @@ impl GitArgs {
     pub fn options(&self) -> Option<crate::daemon::GitOptions> {
         Some(crate::daemon::GitOptions {
             remote: self.remote.options(self.preview_refs.clone())?,
-            fetch: crate::daemon::fetcher::FetchSettings {
+            fetch: crate::daemon::source::fetcher::FetchSettings {
                 interval: self.git_interval.max(Duration::from_secs(1)),
                 allow_rewrite: self.git_allow_rewrite,
                 verify: self.verify(),
@@ -148,12 +148,12 @@ pub enum VerifyFormat {
 
 impl GitArgs {
     /// `--git-verify` with its keys file (clap makes sure the file is given).
-    fn verify(&self) -> Option<crate::daemon::fetcher::Verify> {
+    fn verify(&self) -> Option<crate::daemon::source::fetcher::Verify> {
         let (format, keys) = match self.git_verify? {
             VerifyFormat::Ssh => (Format::Ssh, self.git_allowed_signers.clone()?),
             VerifyFormat::Gpg => (Format::OpenPgp, self.git_keyring.clone()?),
         };
-        Some(crate::daemon::fetcher::Verify { format, keys })
+        Some(crate::daemon::source::fetcher::Verify { format, keys })
     }
 }
 

@@ -170,7 +170,7 @@ fn unreadable(state: &Path, e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!(
         "{e}\nNo daemon answers on {} and the state directory cannot be used directly: \
          start the daemon, or run this as the daemon's user",
-        crate::daemon::listen::control_socket_path(state).display()
+        crate::daemon::serve::listen::control_socket_path(state).display()
     )
 }
 

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::{Output, exit};
-use crate::daemon::board::StatusDoc;
 use crate::daemon::client::Client;
+use crate::daemon::views::board::StatusDoc;
 
 pub(super) fn status(state_dir: &Path, url: Option<&str>, output: Output) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -65,7 +65,7 @@ fn render_shards(s: &crate::ha::ShardsStatus, me: &str) -> String {
 }
 
 /// The config repo: what is in force, the last fetch, what was refused.
-fn render_git(g: &crate::daemon::board::GitStatus) -> String {
+fn render_git(g: &crate::daemon::views::board::GitStatus) -> String {
     let short = |r: &crate::plan::render::Revision| format!("{} {:?}", r.short(), r.subject);
     let mut out = format!(
         "config repo {} branch {}{}: ",

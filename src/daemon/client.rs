@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{DaemonFile, daemon_file};
+use crate::daemon::{DaemonFile, daemon_file};
 
 pub struct Client {
     pub url: String,
@@ -32,7 +32,7 @@ impl Client {
     pub async fn find_control(state_dir: &Path) -> Option<Client> {
         let socket = read_daemon_file(state_dir)
             .and_then(|f| f.control_socket)
-            .unwrap_or_else(|| super::listen::control_socket_path(state_dir));
+            .unwrap_or_else(|| crate::daemon::serve::listen::control_socket_path(state_dir));
         let client = Client {
             // The host is only the Host header's value: the socket decides where it goes.
             url: "http://localhost".to_string(),

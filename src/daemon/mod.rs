@@ -7,33 +7,14 @@
 //! reach a safe point within `--shutdown-grace`, and exits 0; the rollout
 //! journal (written before every side effect) lets the next start resume.
 
-pub mod access;
-pub mod board;
 pub mod client;
-pub mod decision;
-pub mod feed;
-pub mod fetcher;
-mod ha_wiring;
-
-pub mod hooks;
-pub mod http;
-pub mod listen;
-pub mod metrics;
-pub mod peer_id;
-pub mod previews;
-pub mod queue;
-pub mod reconciler;
-pub mod resync;
-pub mod shared;
+pub mod run;
+pub mod serve;
 mod shutdown;
 pub mod source;
-pub mod strikes;
-pub mod systemd;
 mod turns;
-pub mod watch;
-pub mod web;
+pub mod views;
 mod wiring;
-pub mod write_deadline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,7 +53,7 @@ pub struct Options {
 #[derive(Clone, Debug)]
 pub struct GitOptions {
     pub remote: crate::git::mirror::RemoteOptions,
-    pub fetch: fetcher::FetchSettings,
+    pub fetch: source::fetcher::FetchSettings,
     pub webhook_secret_file: Option<PathBuf>,
 }
 
@@ -115,8 +96,8 @@ pub fn daemon_file(state_dir: &std::path::Path) -> PathBuf {
 pub fn run(opts: Options) -> anyhow::Result<u8> {
     // A control token that cannot be used is said before anything starts.
     if let Some(token) = &opts.control.token_file {
-        access::read_secret("--control-token-file", token)?;
-        access::warn_if_readable_by_others("--control-token-file", token);
+        serve::access::read_secret("--control-token-file", token)?;
+        serve::access::warn_if_readable_by_others("--control-token-file", token);
     }
     let state = StateDir::new(&opts.state_dir);
     let _lock = StateLock::acquire(
@@ -142,8 +123,8 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
     let source = match &opts.git {
         Some(git) => {
             if let Some(secret) = &git.webhook_secret_file {
-                hooks::read_webhook_secret(secret)?;
-                access::warn_if_readable_by_others("--webhook-secret-file", secret);
+                serve::hooks::read_webhook_secret(secret)?;
+                serve::access::warn_if_readable_by_others("--webhook-secret-file", secret);
             }
             check_trust(git)?;
             // Fetched in a child process whose memory is capped: a pack
@@ -157,7 +138,7 @@ pub fn run(opts: Options) -> anyhow::Result<u8> {
             // A commit in force from before --git-verify was turned on is
             // applied only if it passes the check too.
             if let (Some(verify), Some(commit)) = (&git.fetch.verify, remote.in_force())
-                && let Err((_, why)) = fetcher::verify_commit(&remote, verify, &commit)
+                && let Err((_, why)) = source::fetcher::verify_commit(&remote, verify, &commit)
             {
                 tracing::error!(
                     "the commit in force: {why}; nothing is applied until a verified tip is fetched"

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use super::systemd;
-use super::wiring::Daemon;
+use crate::daemon::run::systemd;
+use crate::daemon::wiring::Daemon;
 
-pub(super) async fn stop(d: Daemon, grace: Duration) {
+pub(in crate::daemon) async fn stop(d: Daemon, grace: Duration) {
     let Daemon {
         board,
         feed,

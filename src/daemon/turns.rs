@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::queue::Trigger;
-use super::systemd;
-use super::wiring::Daemon;
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::run::systemd;
+use crate::daemon::wiring::Daemon;
 
-pub(super) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()> {
+pub(in crate::daemon) async fn run(d: &mut Daemon, liveness: Duration) -> anyhow::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

@@ -10,15 +10,20 @@ use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::board::{Board, DaemonInfo};
-use super::feed::Feed;
-use super::metrics::{self, Metrics};
-use super::reconciler::fleet::GateRead;
-use super::reconciler::{ControlRequest, Done, Observation, ReconcileOptions, Reconciler, Stores};
-use super::shared::{Heartbeat, HttpState};
-use super::source::ConfigSource;
-use super::{DaemonFile, Options, access, daemon_file, ha_wiring, http, listen, systemd, web};
 use crate::clock::{Clock, SystemClock};
+use crate::daemon::run::reconciler::fleet::GateRead;
+use crate::daemon::run::reconciler::{
+    ControlRequest, Done, Observation, ReconcileOptions, Reconciler, Stores,
+};
+use crate::daemon::serve::shared::{Heartbeat, HttpState};
+use crate::daemon::source::ConfigSource;
+use crate::daemon::views::board::{Board, DaemonInfo};
+use crate::daemon::views::feed::Feed;
+use crate::daemon::views::metrics::{self, Metrics};
+use crate::daemon::{
+    DaemonFile, Options, daemon_file, run::ha_wiring, run::systemd, serve::access, serve::http,
+    serve::listen, serve::web,
+};
 use crate::files::atomic_write;
 use crate::ha::{Election, Leading};
 use crate::reconcile::EventSink;
@@ -28,7 +33,7 @@ use crate::store::{FleetJournal, Inventory, InventoryStore, Journal, StateDir};
 use crate::sync::Stop;
 
 /// The running daemon.
-pub(super) struct Daemon {
+pub(in crate::daemon) struct Daemon {
     pub clock: Arc<dyn Clock>,
     pub board: Arc<Board>,
     pub metrics: Arc<Metrics>,
@@ -43,7 +48,7 @@ pub(super) struct Daemon {
 }
 
 /// What reaches the loop from the rest of the process.
-pub(super) struct Inbox {
+pub(in crate::daemon) struct Inbox {
     pub done: mpsc::UnboundedReceiver<Done>,
     pub observed: mpsc::UnboundedReceiver<Observation>,
     pub control: mpsc::UnboundedReceiver<ControlRequest>,
@@ -57,11 +62,11 @@ pub(super) struct Inbox {
     /// went Degraded, or started to roll back).
     pub pool_events: mpsc::UnboundedReceiver<crate::model::Event>,
     /// Image channels' sources' answers, asked off the loop.
-    pub images: mpsc::UnboundedReceiver<super::reconciler::images::Asked>,
+    pub images: mpsc::UnboundedReceiver<crate::daemon::run::reconciler::images::Asked>,
 }
 
 /// The election task (`--ha`), stopped and its leases released at shutdown.
-pub(super) struct ElectionTask {
+pub(in crate::daemon) struct ElectionTask {
     pub task: JoinHandle<Election>,
     pub stop: Stop,
     /// Kept open while the daemon runs (the loop watches its receiver).
@@ -69,7 +74,7 @@ pub(super) struct ElectionTask {
 }
 
 /// The HTTP listeners, and the files that let the CLI find them.
-pub(super) struct Listeners {
+pub(in crate::daemon) struct Listeners {
     pub stop: Stop,
     pub tcp: JoinHandle<()>,
     pub socket: JoinHandle<()>,
@@ -78,15 +83,15 @@ pub(super) struct Listeners {
 }
 
 /// Tasks that run beside the loop, and the watcher of the desired state.
-pub(super) struct Background {
+pub(in crate::daemon) struct Background {
     pub watchdog: Option<JoinHandle<()>>,
     pub publisher: JoinHandle<()>,
     /// `--git-url`: fetches the config repo, and plans the previews.
     pub fetcher: Option<[JoinHandle<()>; 2]>,
-    pub _watch: super::watch::Watch,
+    pub _watch: crate::daemon::run::watch::Watch,
 }
 
-pub(super) async fn build(
+pub(in crate::daemon) async fn build(
     opts: &Options,
     state: StateDir,
     source: ConfigSource,
@@ -166,21 +171,22 @@ pub(super) async fn build(
     let (files_tx, files) = mpsc::unbounded_channel();
     let (hooks, fetcher, previews) = match (&source, &opts.git) {
         (ConfigSource::Remote(remote), Some(git)) => {
-            let (target, pokes) = super::fetcher::HookTarget::new(
+            let (target, pokes) = crate::daemon::source::fetcher::HookTarget::new(
                 git.webhook_secret_file.clone(),
                 &git.remote.branch,
                 &git.remote.preview_refs,
             );
-            let (wanted_tx, wanted) = watch::channel(super::previews::Wanted::default());
-            let previews = Arc::new(super::previews::Previews::new(
+            let (wanted_tx, wanted) =
+                watch::channel(crate::daemon::source::previews::Wanted::default());
+            let previews = Arc::new(crate::daemon::source::previews::Previews::new(
                 git.remote.preview_refs.clone(),
             ));
-            let feed = super::previews::PreviewFeed {
+            let feed = crate::daemon::source::previews::PreviewFeed {
                 base: watch::Sender::new(None),
                 fleets: Default::default(),
             };
             let (journal, inventory) = reconciler.feed_previews(feed.clone());
-            let previewer = super::previews::Previewer {
+            let previewer = crate::daemon::source::previews::Previewer {
                 source: remote.clone(),
                 previews: previews.clone(),
                 feed,
@@ -191,7 +197,7 @@ pub(super) async fn build(
                 refresh: git.fetch.interval.max(Duration::from_secs(60)),
             }
             .spawn(wanted);
-            let fetcher = super::fetcher::Fetcher {
+            let fetcher = crate::daemon::source::fetcher::Fetcher {
                 source: remote.clone(),
                 settings: git.fetch.clone(),
                 board: board.clone(),
@@ -224,7 +230,7 @@ pub(super) async fn build(
     let images = reconciler.image_answers();
     let listeners = listen(opts, &state, shared, started_at).await?;
 
-    let watcher = super::watch::watch(&source, opts.debounce, files_tx)?;
+    let watcher = crate::daemon::run::watch::watch(&source, opts.debounce, files_tx)?;
     let background = Background {
         watchdog: watchdog(&heartbeat),
         publisher: publisher(&feed, &board),
@@ -393,7 +399,9 @@ async fn listen(
                 .collect(),
             token_file: opts.control.token_file.clone(),
             socket: socket_path.clone(),
-            strikes: Arc::new(super::strikes::Strikes::new(std::time::Instant::now())),
+            strikes: Arc::new(crate::daemon::serve::strikes::Strikes::new(
+                std::time::Instant::now(),
+            )),
         })),
         ..shared.clone()
     });

@@ -73,6 +73,12 @@ fn ident(s: &str) -> String {
 /// `super::super::MODULE` path that climbs out of the file's top-level
 /// module (`depth`: how many modules deep the file is, `src/a/b.rs` 2).
 fn crate_refs(text: &str, depth: usize) -> Vec<(usize, String)> {
+    refs_under(text, "crate::", depth)
+}
+
+/// As [`crate_refs`], for the modules under `prefix` (`crate::daemon::`):
+/// `depth` counts from that module.
+fn refs_under(text: &str, prefix: &str, depth: usize) -> Vec<(usize, String)> {
     let text = without_tests(text);
     let code: String = text
         .lines()
@@ -81,8 +87,8 @@ fn crate_refs(text: &str, depth: usize) -> Vec<(usize, String)> {
         .join("\n");
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut out = Vec::new();
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
+    for (at, _) in code.match_indices(prefix) {
+        let rest = &code[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             // The names at the group's top level.
             let mut level = 0usize;
@@ -96,7 +102,7 @@ fn crate_refs(text: &str, depth: usize) -> Vec<(usize, String)> {
                     c if expect && (c.is_ascii_alphanumeric() || c == '_') => {
                         expect = false;
                         let name = ident(&group[i..]);
-                        let pos = at + "crate::{".len() + i;
+                        let pos = at + prefix.len() + 1 + i;
                         out.push((line_of(pos), name));
                     }
                     _ => {}
@@ -149,6 +155,12 @@ fn depth(src: &Path, file: &Path) -> usize {
 
 /// The table of `docs/ARCHITECTURE.md`: `| module | may import |` rows.
 fn table() -> BTreeMap<String, BTreeSet<String>> {
+    rows(false)
+}
+
+/// Its rows for the top-level modules, or (`rooms`) for the daemon's rooms
+/// (`daemon::run`, ...).
+fn rows(rooms: bool) -> BTreeMap<String, BTreeSet<String>> {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md"))
             .unwrap();
@@ -167,6 +179,9 @@ fn table() -> BTreeMap<String, BTreeSet<String>> {
             continue;
         }
         let module = cells[1].trim_matches('`').to_string();
+        if module.contains("::") != rooms {
+            continue;
+        }
         let allowed = cells[2]
             .split(',')
             .map(|m| m.trim().trim_matches('`').to_string())
@@ -295,7 +310,7 @@ fn no_reconciler_file_reaches_into_another_parts_fields() {
         ("blocks", "projection.rs"),
         ("fleet", "fleet.rs"),
     ];
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/daemon/reconciler");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/daemon/run/reconciler");
     let mut files = Vec::new();
     sources(&dir, &mut files);
     assert!(files.len() >= 8, "the reconciler's files: {files:?}");
@@ -454,5 +469,50 @@ fn no_two_public_types_share_a_name_unless_justified() {
     assert!(
         stale.is_empty(),
         "justified but no longer shared: {stale:?}"
+    );
+}
+
+/// The daemon is in rooms (`run`, `serve`, `views`, `source`, and the CLI's
+/// `client`), layered as the crate is: each room imports only the rooms its
+/// `daemon::ROOM` row of the table names. The daemon's own root (`mod.rs`,
+/// the wiring, the loop's turns, shutdown) composes them all.
+#[test]
+fn each_daemon_room_imports_only_what_the_layers_table_allows() {
+    let daemon = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/daemon");
+    let table = rows(true);
+    let rooms: BTreeMap<String, Vec<PathBuf>> = modules(&daemon)
+        .into_iter()
+        .filter(|(name, _)| !["mod", "wiring", "turns", "shutdown"].contains(&name.as_str()))
+        .collect();
+    let missing: Vec<&String> = rooms
+        .keys()
+        .filter(|r| !table.contains_key(&format!("daemon::{r}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "daemon rooms missing from the table in docs/ARCHITECTURE.md: {missing:?}"
+    );
+    let mut violations = Vec::new();
+    for (room, files) in &rooms {
+        let allowed = &table[&format!("daemon::{room}")];
+        for file in files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (line, target) in refs_under(&text, "crate::daemon::", depth(&daemon, file)) {
+                if &target != room
+                    && rooms.contains_key(&target)
+                    && !allowed.contains(&format!("daemon::{target}"))
+                {
+                    violations.push(format!(
+                        "{}:{line}: daemon::{room} -> daemon::{target}",
+                        file.strip_prefix(&daemon).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "arrows between the daemon's rooms the layers table does not allow:\n{}",
+        violations.join("\n")
     );
 }

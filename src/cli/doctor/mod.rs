@@ -530,7 +530,7 @@ async fn listener(addr: std::net::SocketAddr, state_dir: &Path) -> Finding {
 /// belongs to it with mode 0660, so its members can pause and resume.
 fn control_group(group: &str, state_dir: &Path) -> Finding {
     let topic = "control group";
-    let gid = match crate::daemon::listen::group_id(group) {
+    let gid = match crate::daemon::serve::listen::group_id(group) {
         Ok(g) => g,
         Err(e) => {
             return Finding::new(
@@ -541,7 +541,7 @@ fn control_group(group: &str, state_dir: &Path) -> Finding {
             );
         }
     };
-    let socket = crate::daemon::listen::control_socket_path(state_dir);
+    let socket = crate::daemon::serve::listen::control_socket_path(state_dir);
     match socket.symlink_metadata() {
         Err(_) => Finding::new(
             Verdict::Ok,

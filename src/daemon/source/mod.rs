@@ -2,7 +2,10 @@
 //! disk, (`--git-committed-only`) the tree at the repository's HEAD, so
 //! half-written edits are never applied, or (`--git-url`) the tree of the
 //! commit in force of the daemon's own clone of a remote, which the fetcher
-//! (`super::fetcher`) moves forward. Read with gix, never by shelling out.
+//! (`crate::daemon::source::fetcher`) moves forward. Read with gix, never by shelling out.
+
+pub mod fetcher;
+pub mod previews;
 
 use crate::sync::Locked;
 use std::path::{Path, PathBuf};

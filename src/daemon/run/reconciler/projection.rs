@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 
-use crate::daemon::board::{Board, PoolState};
-use crate::daemon::metrics::{
+use crate::daemon::views::board::{Board, PoolState};
+use crate::daemon::views::metrics::{
     BlockedLabels, Metrics, PoolLabels, PoolStateLabels, RolloutLabels, StateLabels,
 };
 use crate::model::{EventKind, NodeState, ObservedPool};

@@ -11,7 +11,7 @@ use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use super::source::ConfigSource;
+use crate::daemon::source::ConfigSource;
 use crate::spec::load::{IGNORE_FILE, is_desired_state_file};
 
 /// Keeps the watch alive.

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
-use super::board::Board;
+use crate::daemon::views::board::Board;
 use crate::model::Event;
 use crate::model::{NodeState, ObservedPool, TemplateHash};
 
@@ -346,7 +346,7 @@ mod tests {
     #[tokio::test]
     async fn subscribers_get_rollout_events_and_only_changed_pools() {
         let feed = Feed::new();
-        let board = Board::new(crate::daemon::board::tests::daemon_info());
+        let board = Board::new(crate::daemon::views::board::tests::daemon_info());
         board.pool("web", "sim", |p| p.message = "one".into());
         let (mut rx, _closed) = feed.subscribe();
         feed.publish_board(&board);

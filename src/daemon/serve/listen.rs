@@ -17,7 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, UnixListener};
 
-use super::peer_id::Peer;
+use crate::daemon::serve::peer_id::Peer;
 use crate::sync::Stop;
 
 /// Limits of one listener.
@@ -245,7 +245,7 @@ fn spawn_connection<S>(
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(64 * 1024)
                 .serve_connection(
-                    TokioIo::new(super::write_deadline::WriteDeadline::new(
+                    TokioIo::new(crate::daemon::serve::write_deadline::WriteDeadline::new(
                         stream,
                         WRITE_STALL,
                     )),

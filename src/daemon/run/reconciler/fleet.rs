@@ -13,10 +13,10 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
 
-use super::{ControlAction, ControlRefusal, Reconciler};
-use crate::daemon::board::{FleetSummary, PoolState};
-use crate::daemon::metrics::{FleetLabels, FleetPoolsLabels};
-use crate::daemon::queue::Trigger;
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::run::reconciler::{ControlAction, ControlRefusal, Reconciler};
+use crate::daemon::views::board::{FleetSummary, PoolState};
+use crate::daemon::views::metrics::{FleetLabels, FleetPoolsLabels};
 use crate::fleet::{ChangeStatus, GateOutcome, Verdict};
 use crate::model::events::FleetRef;
 use crate::model::{Event, EventKind};

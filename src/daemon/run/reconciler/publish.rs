@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{InForce, Latest, LatestPlan};
+use crate::daemon::run::reconciler::{InForce, Latest, LatestPlan};
 use crate::plan::render::{Source, Style, render_text};
 use crate::plan::{Plan, PoolPlan};
 

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
 
-use super::Reconciler;
 use crate::clock::Clock;
-use crate::daemon::metrics::ReconcileLabels;
-use crate::daemon::queue::Trigger;
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::run::reconciler::Reconciler;
+use crate::daemon::views::metrics::ReconcileLabels;
 use crate::model::{NodeState, PoolSpec};
 use crate::plan::{self, Observed, PlanOptions};
 use crate::provider::Providers;
@@ -260,7 +260,11 @@ impl Reconciler {
                 {
                     self.look_again_at(&name, now.saturating_add(SETTLING_LOOK).unwrap_or(now));
                 }
-                super::projection::record_nodes(&self.metrics, &name, &pool);
+                crate::daemon::run::reconciler::projection::record_nodes(
+                    &self.metrics,
+                    &name,
+                    &pool,
+                );
                 let spec = config
                     .pools
                     .get(&name)

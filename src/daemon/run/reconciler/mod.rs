@@ -31,13 +31,13 @@ mod workers;
 pub use batch::Observation;
 pub use projection::project_board;
 
-use super::board::{BlockedStatus, Board, LastError, PoolState};
-use super::decision::{self, PoolAction, PoolFacts};
-use super::feed::Feed;
-use super::metrics::Metrics;
-use super::queue::Trigger;
-use super::source::ConfigSource;
 use crate::clock::Clock;
+use crate::daemon::run::decision::{self, PoolAction, PoolFacts};
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::source::ConfigSource;
+use crate::daemon::views::board::{BlockedStatus, Board, LastError, PoolState};
+use crate::daemon::views::feed::Feed;
+use crate::daemon::views::metrics::Metrics;
 use crate::ha::Leading;
 use crate::ha::shards::Shards;
 use crate::model::EventKind;
@@ -218,7 +218,7 @@ pub struct Reconciler {
     fleet: fleet::Fleet,
     observed_tx: mpsc::UnboundedSender<Observation>,
     /// What previews of branches are planned against (`run --git-url`).
-    previews: Option<crate::daemon::previews::PreviewFeed>,
+    previews: Option<crate::daemon::source::previews::PreviewFeed>,
     /// Image channels: their record, when each is asked next.
     images: images::Channels,
 }
@@ -281,7 +281,7 @@ impl Reconciler {
     /// the inventory this reconciler keeps.
     pub fn feed_previews(
         &mut self,
-        feed: crate::daemon::previews::PreviewFeed,
+        feed: crate::daemon::source::previews::PreviewFeed,
     ) -> (Arc<Journal>, Arc<Mutex<Inventory>>) {
         self.previews = Some(feed);
         (self.journal.clone(), self.inventory.clone())
@@ -644,4 +644,4 @@ impl Reconciler {
     }
 }
 
-pub(super) use super::decision::steps;
+pub(in crate::daemon) use crate::daemon::run::decision::steps;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
 
-use super::Reconciler;
+use crate::daemon::run::reconciler::Reconciler;
 use crate::images::{Eligibility, Images, Note, Recall};
 use crate::model::image::Release;
 use crate::model::{Event, EventKind};
@@ -338,7 +338,7 @@ impl Reconciler {
         }
         self.metrics
             .image_source_failing
-            .get_or_create(&crate::daemon::metrics::ChannelLabels {
+            .get_or_create(&crate::daemon::views::metrics::ChannelLabels {
                 channel: asked.channel.clone(),
             })
             .set(i64::from(asked.answer.is_err()));
@@ -556,7 +556,9 @@ impl Reconciler {
                 };
                 self.metrics
                     .pool_image_age
-                    .get_or_create(&crate::daemon::metrics::PoolLabels { pool: pool.clone() })
+                    .get_or_create(&crate::daemon::views::metrics::PoolLabels {
+                        pool: pool.clone(),
+                    })
                     .set(lag);
                 let nodes = self.feed.last_observed(pool).map(|(observed, _)| {
                     node_images(&observed, &pe.doc, &rec)
@@ -591,13 +593,13 @@ impl Reconciler {
                 "pools": pools,
             }));
         }
-        let summary: Vec<crate::daemon::board::ImageChannelSummary> = f
+        let summary: Vec<crate::daemon::views::board::ImageChannelSummary> = f
             .config
             .channels
             .keys()
             .map(|name| {
                 let rec = self.images.record.channels.get(name);
-                crate::daemon::board::ImageChannelSummary {
+                crate::daemon::views::board::ImageChannelSummary {
                     name: name.clone(),
                     in_force: rec
                         .and_then(|r| r.in_force.as_ref())

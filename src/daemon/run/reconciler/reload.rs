@@ -9,8 +9,8 @@ use crate::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{InForce, Reconciler};
-use crate::daemon::queue::Trigger;
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::run::reconciler::{InForce, Reconciler};
 use crate::plan::render::Revision;
 use crate::provider::{CallObserver, Providers};
 use crate::spec::Config;
@@ -200,7 +200,7 @@ impl Reconciler {
         if changed && let (Some(previews), Some(f)) = (&self.previews, &self.in_force) {
             previews
                 .base
-                .send_replace(Some(Arc::new(crate::daemon::previews::Base {
+                .send_replace(Some(Arc::new(crate::daemon::source::previews::Base {
                     config: f.config.clone(),
                     providers: f.providers.clone(),
                     revision: f.revision.clone(),

@@ -17,8 +17,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::source::RemoteSource;
 use crate::clock::Clock;
+use crate::daemon::source::RemoteSource;
 use crate::fleet::view::FleetView;
 use crate::plan::render::{Revision, Source, Style, render_json, render_text};
 use crate::plan::{self, Headline, Plan, PlanOptions, Summary};

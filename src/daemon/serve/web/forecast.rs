@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use tokio::sync::Semaphore;
 
-use crate::daemon::reconciler::Latest;
+use crate::daemon::run::reconciler::Latest;
 use crate::model::{ObservedPool, TemplateHash};
 use crate::reconcile::forecast::{Case, Latencies, Limits, OutOfTime, forecast_within};
 use crate::spec::types::ProviderSpec;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::super::board::Observing;
-use super::super::queue::{Trigger, WorkQueue};
-use super::super::resync;
+use crate::daemon::run::queue::{Trigger, WorkQueue};
+use crate::daemon::run::resync;
+use crate::daemon::views::board::Observing;
 
 /// The daemon says it is ready at the latest this long after its first load.
 const READY_AFTER: Duration = Duration::from_secs(30);

@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use super::fetcher::Poke;
-use super::metrics::WebhookLabels;
-use super::shared::HttpState;
+use crate::daemon::serve::shared::HttpState;
+use crate::daemon::source::fetcher::Poke;
+use crate::daemon::views::metrics::WebhookLabels;
 use crate::git::hook::{self, Hook};
 use axum::body::Body;
 use axum::extract::State;
@@ -27,7 +27,7 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 /// The secret, checked: a regular file, at most 4 KiB, at least 32 bytes
 /// once trimmed.
 pub fn read_webhook_secret(path: &Path) -> anyhow::Result<String> {
-    super::access::read_secret("--webhook-secret-file", path)
+    crate::daemon::serve::access::read_secret("--webhook-secret-file", path)
 }
 
 fn answer(status: StatusCode, message: impl Into<String>) -> Response {

@@ -1,13 +1,13 @@
 //! The daemon's HTTP surface (axum). Reads: `/healthz` (liveness: the
 //! reconcile loop turns), `/readyz`, `/metrics` (Prometheus text),
 //! `/v1/status` (JSON), `/v1/plan` (the latest plan, JSON), `/v1/previews`
-//! (plans of branches before they merge, see [`super::previews`]), and the web
+//! (plans of branches before they merge, see [`crate::daemon::source::previews`]), and the web
 //! status page (`/`, `/v1/pools/{pool}/page`, `/v1/events/stream`: see
-//! [`super::web`]). State changes:
+//! [`crate::daemon::serve::web`]). State changes:
 //! `POST /v1/pools/{pool}/pause|resume` with a JSON body `{"reason": "..."}`,
 //! served on the control socket, and on TCP only with the bearer token (see
-//! [`super::access`] for who may ask what). `POST /v1/hooks/git`: a forge's
-//! push webhook (see [`super::hooks`]).
+//! [`crate::daemon::serve::access`] for who may ask what). `POST /v1/hooks/git`: a forge's
+//! push webhook (see [`crate::daemon::serve::hooks`]).
 
 use crate::sync::Locked;
 use std::time::Duration;
@@ -21,11 +21,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::oneshot;
 
-use super::access::{Denied, check_not_cross_site};
-use super::peer_id::Peer;
-use super::reconciler::{ControlAction, ControlRefusal, ControlRequest, ControlTarget};
-use super::shared::HttpState;
-use super::web;
+use crate::daemon::run::reconciler::{
+    ControlAction, ControlRefusal, ControlRequest, ControlTarget,
+};
+use crate::daemon::serve::access::{Denied, check_not_cross_site};
+use crate::daemon::serve::peer_id::Peer;
+use crate::daemon::serve::shared::HttpState;
+use crate::daemon::serve::web;
 
 /// The routes; on TCP (`state.tcp` set) every request must name this
 /// listener in `Host`.
@@ -54,7 +56,10 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/images/{image}/unrecall", post(act))
         .route("/v1/previews", get(previews))
         .route("/v1/previews/{*git_ref}", get(preview))
-        .route(super::hooks::PATH, post(super::hooks::git_hook))
+        .route(
+            crate::daemon::serve::hooks::PATH,
+            post(crate::daemon::serve::hooks::git_hook),
+        )
         .with_state(state)
         // Nothing served carries a secret: every answer passes one redaction.
         .layer(axum::middleware::map_response(redacted))
@@ -75,7 +80,7 @@ pub fn router(state: HttpState) -> Router {
                 async move {
                     // A webhook is authenticated by its signature, and comes
                     // through whatever name the forge was given.
-                    if req.uri().path() == super::hooks::PATH {
+                    if req.uri().path() == crate::daemon::serve::hooks::PATH {
                         return next.run(req).await;
                     }
                     match rules
@@ -197,7 +202,7 @@ async fn readyz(State(s): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
-    super::reconciler::project_board(&s.board, &s.metrics);
+    crate::daemon::run::reconciler::project_board(&s.board, &s.metrics);
     (
         [(
             header::CONTENT_TYPE,
@@ -240,11 +245,11 @@ async fn status(State(s): State<HttpState>, Query(q): Query<StatusQuery>) -> Res
         }
     };
     let doc = s.board.read(|d| {
-        let mut view = super::board::StatusDoc {
+        let mut view = crate::daemon::views::board::StatusDoc {
             pools: Vec::new(),
             ..d.clone_without_pools()
         };
-        view.totals = Some(super::board::Totals::of(&d.pools));
+        view.totals = Some(crate::daemon::views::board::Totals::of(&d.pools));
         if !none {
             view.pools = match &q.pool {
                 Some(name) => d

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::access::TcpRules;
-use super::board::Board;
-use super::feed::Feed;
-use super::metrics::Metrics;
-use super::reconciler::{ControlRequest, LatestPlan};
-use super::web::forecast::PageForecasts;
+use crate::daemon::run::reconciler::{ControlRequest, LatestPlan};
+use crate::daemon::serve::access::TcpRules;
+use crate::daemon::serve::web::forecast::PageForecasts;
+use crate::daemon::views::board::Board;
+use crate::daemon::views::feed::Feed;
+use crate::daemon::views::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -25,7 +25,7 @@ pub struct HttpState {
     /// The pool page's forecasts.
     pub forecasts: Arc<PageForecasts>,
     /// Each FleetRollout's change (`/v1/fleet`).
-    pub fleet: super::reconciler::fleet::FleetStatuses,
+    pub fleet: crate::daemon::run::reconciler::fleet::FleetStatuses,
     pub control: mpsc::UnboundedSender<ControlRequest>,
     pub heartbeat: Arc<Heartbeat>,
     /// The TCP listener's rules; `None` on the control socket.
@@ -34,13 +34,13 @@ pub struct HttpState {
     /// client announcing a body and sending nothing holds no connection slot.
     pub body_timeout: Duration,
     /// Push webhooks (`run --git-url`); `None` without a remote.
-    pub hooks: Option<Arc<super::fetcher::HookTarget>>,
+    pub hooks: Option<Arc<crate::daemon::source::fetcher::HookTarget>>,
     /// Previews of branches (`run --git-url`); `None` without a remote.
-    pub previews: Option<Arc<super::previews::Previews>>,
+    pub previews: Option<Arc<crate::daemon::source::previews::Previews>>,
     /// The rollout journals (`/v1/pools/POOL/rollout`).
     pub journal: Arc<crate::store::Journal>,
     /// Image channels (`/v1/images`).
-    pub images: super::reconciler::images::ImagesView,
+    pub images: crate::daemon::run::reconciler::images::ImagesView,
 }
 
 /// When the reconcile loop last turned, for liveness and the systemd watchdog.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::board::PoolState;
+use crate::daemon::views::board::PoolState;
 use crate::plan::{Headline, PoolPlan};
 use crate::reconcile::apply::describe_step;
 use crate::rollout::Status;

@@ -15,10 +15,10 @@ use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::board::{Board, GitStatus, RefusedCommit};
-use super::metrics::{Metrics, RefusedLabels};
-use super::previews::Wanted;
-use super::source::RemoteSource;
+use crate::daemon::source::RemoteSource;
+use crate::daemon::source::previews::Wanted;
+use crate::daemon::views::board::{Board, GitStatus, RefusedCommit};
+use crate::daemon::views::metrics::{Metrics, RefusedLabels};
 use crate::git::mirror::{Fetched, Lineage};
 use crate::git::verify::{Format, Trusted};
 use crate::model::{Event, EventKind};

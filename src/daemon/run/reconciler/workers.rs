@@ -9,11 +9,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::sync::{Semaphore, mpsc};
 
-use super::{
+use crate::daemon::run::queue::Trigger;
+use crate::daemon::run::reconciler::{
     ControlAction, ControlRefusal, ControlRequest, ControlTarget, Done, Reconciler, steps,
 };
-use crate::daemon::board::{LastError, PoolState};
-use crate::daemon::queue::Trigger;
+use crate::daemon::views::board::{LastError, PoolState};
 use crate::model::EventKind;
 use crate::plan::PoolPlan;
 use crate::provider::Providers;

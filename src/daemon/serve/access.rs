@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use axum::http::{HeaderMap, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use super::peer_id::Peer;
+use crate::daemon::serve::peer_id::Peer;
 
 /// The TCP listener's rules.
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ pub struct TcpRules {
     /// Where the control socket is, for refusals that point at it.
     pub socket: PathBuf,
     /// Wrong tokens, counted by peer.
-    pub strikes: std::sync::Arc<super::strikes::Strikes>,
+    pub strikes: std::sync::Arc<crate::daemon::serve::strikes::Strikes>,
 }
 
 /// A refusal: the status and a message saying what would be accepted.
@@ -173,7 +173,7 @@ impl TcpRules {
             )
         })?;
         let token = token.as_str();
-        let who = super::peer_id::identity(peer);
+        let who = crate::daemon::serve::peer_id::identity(peer);
         let now = std::time::Instant::now();
         if let Err(wait) = self.strikes.allow(&who, now) {
             return Err(Denied(
@@ -300,7 +300,7 @@ mod tests {
             allowed_hosts: vec!["bastion.example".into()],
             token_file,
             socket: "/var/lib/poolwright/control.sock".into(),
-            strikes: std::sync::Arc::new(crate::daemon::strikes::Strikes::new(
+            strikes: std::sync::Arc::new(crate::daemon::serve::strikes::Strikes::new(
                 std::time::Instant::now(),
             )),
         }

@@ -4,7 +4,7 @@
 //! live feed as Server-Sent Events (`/v1/events/stream`, also for scripts).
 //!
 //! Read-only: the page shows pause and resume only when the request that
-//! loaded it would be allowed to make them (see [`super::access`]).
+//! loaded it would be allowed to make them (see [`crate::daemon::serve::access`]).
 
 pub mod forecast;
 
@@ -22,10 +22,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::board::{ConfigStatus, DaemonInfo, PoolStatus, ReconcileStatus};
-use super::feed::{Message, PageNode, Stamped};
-use super::peer_id::Peer;
-use super::shared::HttpState;
+use crate::daemon::serve::peer_id::Peer;
+use crate::daemon::serve::shared::HttpState;
+use crate::daemon::views::board::{ConfigStatus, DaemonInfo, PoolStatus, ReconcileStatus};
+use crate::daemon::views::feed::{Message, PageNode, Stamped};
 use crate::plan::Plan;
 use crate::plan::render::{Style, render_text};
 use crate::rollout::Budget;
@@ -174,7 +174,7 @@ impl PageWindows {
 
 /// The pool's part of the plan, as `poolwright plan` prints it; none when
 /// the pool is in sync.
-fn plan_text(latest: &super::reconciler::Latest, pool: &str) -> Option<String> {
+fn plan_text(latest: &crate::daemon::run::reconciler::Latest, pool: &str) -> Option<String> {
     let p = latest.pool(pool)?;
     let held = p.fleet.as_ref().is_some_and(|f| f.held.is_some());
     if p.steps.is_empty() && p.hold.is_none() && p.drift.is_empty() && !held {
@@ -291,25 +291,25 @@ pub async fn events_stream(
         )
             .into_response();
     }
-    let who = super::peer_id::identity(&peer);
+    let who = crate::daemon::serve::peer_id::identity(&peer);
     let slot = match s.feed.stream_slot(&who) {
         Ok(slot) => slot,
-        Err(super::feed::NoPlace::Full) => {
+        Err(crate::daemon::views::feed::NoPlace::Full) => {
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "{} live streams are open, the most served at once; try again later\n",
-                    super::feed::MAX_STREAMS
+                    crate::daemon::views::feed::MAX_STREAMS
                 ),
             )
                 .into_response();
         }
-        Err(super::feed::NoPlace::PeerFull) => {
+        Err(crate::daemon::views::feed::NoPlace::PeerFull) => {
             return (
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "{who} holds {} live streams, the most one peer may; close one first\n",
-                    super::feed::MAX_STREAMS_PER_PEER
+                    crate::daemon::views::feed::MAX_STREAMS_PER_PEER
                 ),
             )
                 .into_response();
@@ -334,7 +334,7 @@ fn subscription(
         tokio::sync::watch::Receiver<bool>,
     ),
     pool: Option<String>,
-    slot: super::feed::StreamSlot,
+    slot: crate::daemon::views::feed::StreamSlot,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let hello = SseEvent::default()
         .retry(Duration::from_secs(2))

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::board::Board;
-use super::metrics::{Metrics, ShardMoveLabels};
+use crate::daemon::views::board::Board;
+use crate::daemon::views::metrics::{Metrics, ShardMoveLabels};
 use crate::ha::{HaStatus, Observer};
 
 pub struct Reports {
