@@ -79,7 +79,7 @@ const NAMED_FILE_LIMIT: u64 = 4 * 1024 * 1024;
 /// regular file of bounded size is an error at its field, as the load of a
 /// desired-state file is; one that does not exist here is left to the
 /// commands that use it.
-pub fn check_named_files(config: &crate::spec::Config) -> Vec<Diagnostic> {
+fn check_named_files(config: &crate::spec::Config) -> Vec<Diagnostic> {
     use crate::spec::located::At;
     use crate::spec::types::ProviderSpec;
     let mut out = Vec::new();
@@ -267,7 +267,7 @@ pub fn discover(root: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
 /// Read the files: regular files only, after following links (a FIFO or a
 /// device under a YAML name would block or stream forever), refusing any over
 /// the size limit before reading it whole.
-pub fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<Diagnostic>) {
+fn read_files(paths: &[PathBuf], limits: &Limits) -> (Vec<SourceFile>, Vec<Diagnostic>) {
     let mut files = Vec::new();
     let mut diags = Vec::new();
     for path in paths {

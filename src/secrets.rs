@@ -26,7 +26,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// What a redacted secret reads as.
-pub const REDACTED: &str = "[redacted]";
+const REDACTED: &str = "[redacted]";
 
 /// Shorter values are not remembered: replacing them would mangle ordinary
 /// text, and no credential this short is worth the name.

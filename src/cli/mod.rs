@@ -39,14 +39,14 @@ pub mod exit {
     /// must not read as pending changes.
     pub const FAILED: u8 = 1;
     /// `plan --detailed-exitcode`: the plan has changes.
-    pub const CHANGES: u8 = 2;
+    pub(crate) const CHANGES: u8 = 2;
 }
 
 /// Where `run` serves status and metrics, and so where `doctor` looks.
 const DEFAULT_LISTEN: &str = "127.0.0.1:9479";
 
 /// The release and the git revision it was built from.
-pub const VERSION: &str = concat!(
+const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (",
     env!("POOLWRIGHT_GIT_REVISION"),
@@ -1058,7 +1058,7 @@ fn validate_report(
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum HaBackend {
+enum HaBackend {
     /// A coordination.k8s.io Lease; journals and inventory in ConfigMaps beside it
     Kubernetes,
 }

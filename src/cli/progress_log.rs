@@ -15,7 +15,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::model::{Counts, Event};
 
 /// How often the heartbeat speaks when nothing else does.
-pub const HEARTBEAT: Duration = Duration::from_secs(30);
+const HEARTBEAT: Duration = Duration::from_secs(30);
 
 /// What an apply prints its progress on: bars on a terminal, else a log.
 pub enum View {
@@ -217,7 +217,7 @@ fn stamp(t: jiff::Timestamp) -> String {
 }
 
 /// A log's line for an event: when, which pool, what, and its progress.
-pub fn log_line(e: &Event) -> String {
+fn log_line(e: &Event) -> String {
     format!(
         "{} nodepool.{}: {}{}: {}{}",
         stamp(e.ts),

@@ -13,7 +13,7 @@ use crate::rollout::{RolloutState, Status};
 use crate::store::{Activity, Journal, StateDir, StateLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RolloutAction {
+enum RolloutAction {
     Pause,
     Resume,
 }

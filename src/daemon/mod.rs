@@ -80,7 +80,7 @@ pub struct ControlOptions {
 /// the running daemon's status address.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DaemonFile {
+struct DaemonFile {
     pub pid: u32,
     pub url: String,
     /// State changes go here (the CLI's `rollout pause|resume`).
@@ -89,7 +89,7 @@ pub struct DaemonFile {
     pub started_at: Timestamp,
 }
 
-pub fn daemon_file(state_dir: &std::path::Path) -> PathBuf {
+fn daemon_file(state_dir: &std::path::Path) -> PathBuf {
     state_dir.join("daemon.json")
 }
 

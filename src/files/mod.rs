@@ -85,7 +85,7 @@ pub fn expand_home(path: &Path) -> std::path::PathBuf {
 }
 
 /// How long one read of a user-named file may take.
-pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Read `path` (following symlinks) if it is a regular file of at most
 /// `limit` bytes, within [`READ_DEADLINE`].

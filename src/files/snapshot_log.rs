@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use super::atomic_write;
 
 /// Below this the snapshot is always rewritten whole (and there is no log).
-pub const SMALL: u64 = 256 * 1024;
+const SMALL: u64 = 256 * 1024;
 
 /// Where a snapshot-and-log pair stands: their sizes decide when to compact.
 #[derive(Debug, Default)]

@@ -332,7 +332,7 @@ pub fn digest_id(targets: &BTreeMap<String, TemplateHash>) -> String {
 /// Whether `targets` is a new change after `prior`'s: some pool of both
 /// wants another template. A pool new to the fleet (or newly governed) is
 /// not a change by itself: it is created, or rolls in the change in force.
-pub fn is_new_change(
+fn is_new_change(
     prior: &BTreeMap<String, TemplateHash>,
     targets: &BTreeMap<String, TemplateHash>,
 ) -> bool {

@@ -9,9 +9,9 @@ use crate::spec::types::{FleetRolloutDoc, OnHalt};
 use crate::spec::values::IntOrPercent;
 
 /// How often a gate is evaluated when its document does not say.
-pub const DEFAULT_GATE_INTERVAL: Duration = Duration::from_secs(15);
+const DEFAULT_GATE_INTERVAL: Duration = Duration::from_secs(15);
 /// How long one gate query may take when its document does not say.
-pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rules {

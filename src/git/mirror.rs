@@ -46,7 +46,7 @@ pub struct RemoteOptions {
 
 /// The most preview refs taken from one fetch (by name); the rest are
 /// counted, not planned.
-pub const MAX_PREVIEWS: usize = 50;
+const MAX_PREVIEWS: usize = 50;
 
 /// The namespace a preview pattern's listing names as its destination
 /// (nothing is written there); never previewed itself.
@@ -1047,7 +1047,7 @@ pub fn check_url(url: &str) -> anyhow::Result<()> {
 }
 
 /// A branch name git would accept, without anything a ref spec would read.
-pub fn check_branch(branch: &str) -> anyhow::Result<()> {
+fn check_branch(branch: &str) -> anyhow::Result<()> {
     let ok = !branch.is_empty()
         && branch.len() <= 200
         && !branch.starts_with(['-', '/', '.'])

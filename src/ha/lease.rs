@@ -101,7 +101,7 @@ pub enum LeaseMove {
 /// Whether a lease held under this process's identity, renewed at
 /// `renewed`, was renewed by another process, given the renewal this process
 /// last wrote (see [`step`]).
-pub fn renewed_by_another(wrote: Option<Timestamp>, renewed: Option<Timestamp>) -> bool {
+fn renewed_by_another(wrote: Option<Timestamp>, renewed: Option<Timestamp>) -> bool {
     wrote.is_some() && renewed != wrote
 }
 

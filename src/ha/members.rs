@@ -43,7 +43,7 @@ pub struct Membership {
 
 /// A Lease name for `identity` (any text): its letters and digits, and a
 /// 64-bit hash (FNV-1a) of the whole, so two identities do not share one.
-pub fn member_lease(base: &str, identity: &str) -> String {
+fn member_lease(base: &str, identity: &str) -> String {
     let slug: String = identity
         .chars()
         .map(|c| {

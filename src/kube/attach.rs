@@ -19,7 +19,7 @@ use crate::spec::Config;
 use crate::spec::types::ProviderSpec;
 
 /// The label carrying a registered simulator node's id.
-pub const SIM_NODE_LABEL: &str = "poolwright.io/node-id";
+const SIM_NODE_LABEL: &str = "poolwright.io/node-id";
 
 pub struct Attached {
     inner: Arc<dyn Provider>,

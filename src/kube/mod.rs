@@ -86,7 +86,7 @@ impl Cluster {
     }
 
     /// How a provider node id is found among Node objects.
-    pub fn matcher(&self) -> nodes::Matcher {
+    fn matcher(&self) -> nodes::Matcher {
         match self.node_match.by {
             NodeMatchBy::ProviderId => nodes::Matcher::ProviderId,
             NodeMatchBy::Label => nodes::Matcher::Label(

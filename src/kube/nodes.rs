@@ -22,7 +22,7 @@ pub enum Matcher {
 }
 
 impl Matcher {
-    pub fn key_of(&self, node: &KubeNode) -> Option<String> {
+    fn key_of(&self, node: &KubeNode) -> Option<String> {
         match self {
             Matcher::ProviderId => {
                 let pid = node.spec.as_ref()?.provider_id.as_deref()?;

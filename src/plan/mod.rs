@@ -128,7 +128,7 @@ fn is_oldest(o: &crate::spec::types::TakeDownOrder) -> bool {
 
 impl Step {
     /// Disruptive steps are subject to the disruption policy.
-    pub fn is_disruptive(&self) -> bool {
+    fn is_disruptive(&self) -> bool {
         matches!(self, Step::Roll { .. } | Step::DeletePool)
             || matches!(self, Step::Scale { from, to, .. } if to < from)
     }

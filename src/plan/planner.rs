@@ -43,7 +43,7 @@ pub struct Observed {
 }
 
 /// By provider node id, the PodDisruptionBudgets that would block its drain.
-pub type NodeBudgets = BTreeMap<String, Vec<crate::model::PdbBlock>>;
+type NodeBudgets = BTreeMap<String, Vec<crate::model::PdbBlock>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanOptions {

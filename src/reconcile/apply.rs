@@ -21,7 +21,7 @@ use crate::sync::Stop;
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+enum StepError {
     #[error("provider {0:?} is not available")]
     NoProvider(String),
     #[error("provider {provider}: {source}")]

@@ -34,16 +34,16 @@ use crate::store::Journal;
 
 /// The longest the clock skips without a look: a safety net only (every
 /// timer of the core is a look of its own).
-pub const MAX_SKIP: SignedDuration = SignedDuration::from_secs(60);
+const MAX_SKIP: SignedDuration = SignedDuration::from_secs(60);
 
 /// A forecast stops a run that has not finished after this long.
-pub const HORIZON: SignedDuration = SignedDuration::from_hours(30 * 24);
+const HORIZON: SignedDuration = SignedDuration::from_hours(30 * 24);
 
 /// History is used for a kind of step once it has this many samples.
-pub const MIN_SAMPLES: u64 = 5;
+const MIN_SAMPLES: u64 = 5;
 
 /// Most runs one forecast makes.
-pub const MAX_RUNS: u32 = 10_000;
+const MAX_RUNS: u32 = 10_000;
 
 /// What is forecast: a roll of `pool` to `target` with `settings`.
 pub struct Case<'a> {

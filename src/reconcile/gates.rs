@@ -163,7 +163,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// What an answer of the query API means for a gate: a non-empty vector or
 /// a non-zero scalar holds; an empty vector or zero is breached; anything
 /// else (an error, another result type, garbage) cannot be evaluated.
-pub fn interpret(status: u16, body: &[u8]) -> GateOutcome {
+fn interpret(status: u16, body: &[u8]) -> GateOutcome {
     let unknown = |error: String| GateOutcome::Unknown { error };
     let answer: Answer = match serde_json::from_slice(body) {
         Ok(a) => a,

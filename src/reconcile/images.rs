@@ -16,7 +16,7 @@ use crate::spec::types::ImageChannelDoc;
 /// How long one ask of a source may take.
 const ASK_DEADLINE: Duration = Duration::from_secs(30);
 /// How often a channel's source is asked when its document does not say.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(600);
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(600);
 /// The longest image id an answer may carry.
 const MAX_IMAGE_ID: usize = 1024;
 

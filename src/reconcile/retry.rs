@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::provider::{ProviderError, Result};
 
-pub const ATTEMPTS: u32 = 6;
+const ATTEMPTS: u32 = 6;
 
 /// Call, and call again after a backoff (on `clock`, so a virtual clock moves
 /// instead of the test waiting) while the error is worth retrying.

@@ -157,7 +157,7 @@ fn split_documents(text: &str) -> Vec<Chunk<'_>> {
 /// Parse the whole stream with the YAML library, syntax only (no values are
 /// built, aliases are not expanded), with the specification's indentation
 /// rules; return how many documents have content, or where it is not YAML.
-pub fn stream_documents(text: &str) -> Result<usize, (Pos, String)> {
+fn stream_documents(text: &str) -> Result<usize, (Pos, String)> {
     match count_documents(text, true) {
         Ok(n) => Ok(n),
         // Where the relaxed reading fails too, its error is the one a person

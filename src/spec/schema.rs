@@ -8,7 +8,7 @@ use schemars::generate::SchemaSettings;
 
 use super::types::AnyDocument;
 
-pub const SCHEMA_ID: &str = "https://poolwright.dev/schemas/poolwright.schema.json";
+const SCHEMA_ID: &str = "https://poolwright.dev/schemas/poolwright.schema.json";
 
 pub fn json_schema() -> serde_json::Value {
     let generator = SchemaSettings::draft07().into_generator();

@@ -21,7 +21,7 @@ use super::types::Selector;
 use super::values::IntOrPercent;
 
 /// FNV-1a, 64 bits, of a pool's name: the order further pools are taken in.
-pub fn order_key(pool: &str) -> u64 {
+fn order_key(pool: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in pool.as_bytes() {
         h ^= u64::from(*b);
@@ -52,7 +52,7 @@ pub enum Problem {
 
 /// A share resolved against `governed` pools: a count as written (at most
 /// every pool), or a percentage rounded up.
-pub fn resolve_share(share: IntOrPercent, governed: usize) -> usize {
+fn resolve_share(share: IntOrPercent, governed: usize) -> usize {
     match share {
         IntOrPercent::Int(n) => (n.max(0) as usize).min(governed),
         IntOrPercent::Percent(p) => {

@@ -246,7 +246,7 @@ fn validate(docs: Vec<Sourced>, diags: &mut Vec<Diagnostic>) -> Config {
 }
 
 /// Most entries of an ImageChannel's deny list.
-pub const MAX_DENY: usize = 1000;
+const MAX_DENY: usize = 1000;
 /// How often a channel's source may be asked, at most and at least.
 const MIN_CHANNEL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 const MAX_CHANNEL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
@@ -1129,7 +1129,7 @@ fn check_sim_placement(c: &mut Checker, sim: &SimProvider, pos: Pos) {
 /// A Kubernetes label key: an optional DNS-subdomain prefix (at most 253)
 /// and '/', then a name of 1 to 63 letters, digits, '-', '_' and '.',
 /// starting and ending with a letter or digit.
-pub fn is_label_key(key: &str) -> bool {
+fn is_label_key(key: &str) -> bool {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),

@@ -106,7 +106,7 @@ pub enum ClaimError {
 }
 
 /// What `state` serves, when it says.
-pub fn served_by(state: &Path) -> Result<Option<(Served, Timestamp)>, ClaimError> {
+fn served_by(state: &Path) -> Result<Option<(Served, Timestamp)>, ClaimError> {
     let path = state.join(FILE);
     let text = match crate::files::read_regular_text(&path, LIMIT) {
         Ok(t) => t,

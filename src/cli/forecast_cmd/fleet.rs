@@ -48,7 +48,7 @@ pub struct FleetForecast {
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StageForecast {
+pub(crate) struct StageForecast {
     pub name: String,
     pub pools_rolled: usize,
     /// Seconds from now, in the median run (`None`: passed already).

@@ -243,7 +243,7 @@ fn run_one(
 /// One row of a sweep.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SweepRow {
+struct SweepRow {
     pub label: String,
     pub forecast: Forecast,
 }

@@ -11,7 +11,7 @@ use crate::spec::types::Disruption;
 
 /// A pool's panel: its forecast, its disruption rules, and the lines to
 /// draw (a label and the median run's capacity curve).
-pub type Panel = (Forecast, Disruption, Vec<(String, Vec<Point>)>);
+type Panel = (Forecast, Disruption, Vec<(String, Vec<Point>)>);
 
 /// Steps, not slopes: a count holds until the next change (`unit`: seconds
 /// per unit of the x axis).

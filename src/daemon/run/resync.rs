@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// A tick is never shorter than this (a small fleet is resynced a few pools
 /// at a time, a large one in slices of many).
-pub const MIN_TICK: Duration = Duration::from_secs(1);
+const MIN_TICK: Duration = Duration::from_secs(1);
 
 /// How often a slice is taken, and how many pools it holds, so that `pools`
 /// pools are all taken within `interval`.

@@ -45,7 +45,7 @@ pub struct Denied(pub StatusCode, pub String);
 const TOKEN_LIMIT: u64 = 4096;
 
 /// The fewest bytes a secret may have: the control token, a webhook's.
-pub const MIN_SECRET_BYTES: usize = 32;
+const MIN_SECRET_BYTES: usize = 32;
 
 /// A secret read from `path` (`flag` names it): a regular file of at least
 /// [`MIN_SECRET_BYTES`] once trimmed, so a guessable one is refused.

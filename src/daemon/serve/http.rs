@@ -215,7 +215,7 @@ async fn metrics(State(s): State<HttpState>) -> Response {
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StatusQuery {
+struct StatusQuery {
     /// Only this pool's entry.
     #[serde(default)]
     pool: Option<String>,

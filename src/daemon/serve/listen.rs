@@ -32,11 +32,11 @@ pub struct Limits {
 
 /// A write that makes no progress for this long closes its connection: a
 /// client that stops reading (a live stream above all) gives its place up.
-pub const WRITE_STALL: Duration = Duration::from_secs(30);
+const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// File descriptors never handed to connections: journal and inventory writes
 /// (a temp file, its directory for fsync), provider sockets, config reads.
-pub const FD_RESERVE: u64 = 256;
+const FD_RESERVE: u64 = 256;
 
 /// Raise the soft open-files limit to the hard one, and return what there is
 /// to share between the two listeners' connections after the reserve.
@@ -268,7 +268,7 @@ fn spawn_connection<S>(
 }
 
 /// The open connections of one listener, at most `cap`.
-pub struct Connections {
+struct Connections {
     cap: usize,
     next: AtomicU64,
     origin: std::time::Instant,

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 /// The window strikes are counted in.
 pub const WINDOW: Duration = Duration::from_secs(60);
 /// Wrong tokens one peer may send in a window.
-pub const PER_PEER: u32 = 5;
+const PER_PEER: u32 = 5;
 /// Wrong tokens from all peers together in a window past which the log
 /// warns (many addresses guessing); nothing is refused for it.
-pub const IN_ALL: u32 = 50;
+const IN_ALL: u32 = 50;
 /// Peers remembered in a window at most; past it, only the total counts.
 const PEERS: usize = 10_000;
 

@@ -23,7 +23,7 @@ use crate::model::{NodeState, ObservedPool, TemplateHash};
 
 /// Events kept per pool: a 1,000-node roll makes about six per node, and the
 /// page draws the most recent nodes, so a few thousand cover what it shows.
-pub const EVENTS_PER_POOL: usize = 4096;
+const EVENTS_PER_POOL: usize = 4096;
 
 /// Messages a subscriber may fall behind by before it is cut off.
 const BACKLOG: usize = 4096;

@@ -41,7 +41,7 @@ pub enum Format {
 
 impl Format {
     /// The flag that names the trusted keys' file.
-    pub fn keys_flag(self) -> &'static str {
+    fn keys_flag(self) -> &'static str {
         match self {
             Format::Ssh => "--git-allowed-signers",
             Format::OpenPgp => "--git-keyring",
@@ -65,7 +65,7 @@ pub enum Trusted {
 }
 
 /// The largest keys file read.
-pub const KEYS_LIMIT: u64 = 1024 * 1024;
+const KEYS_LIMIT: u64 = 1024 * 1024;
 
 impl Trusted {
     /// Read the keys of `format` from `bytes` (the file's contents); an

@@ -10,7 +10,7 @@ use crate::provider::{ErrorKind, ProviderError, Result};
 use crate::spec::types::AwsImageSource;
 
 /// Whether `v` has the form of an AMI id (`ami-` and 8 or 17 hex digits).
-pub fn is_ami_id(v: &str) -> bool {
+fn is_ami_id(v: &str) -> bool {
     v.strip_prefix("ami-").is_some_and(|h| {
         (h.len() == 8 || h.len() == 17) && h.bytes().all(|b| b.is_ascii_hexdigit())
     })

@@ -23,11 +23,11 @@ pub const TAG_POOL: &str = "poolwright.io/pool";
 pub const TAG_TEMPLATE: &str = "poolwright.io/template";
 /// Kubernetes attributes travel as group tags propagated to instances, where
 /// a node's bootstrap can read them.
-pub const LABEL_PREFIX: &str = "poolwright.io/label:";
-pub const ANNOTATION_PREFIX: &str = "poolwright.io/annotation:";
-pub const TAINT_PREFIX: &str = "poolwright.io/taint:";
+const LABEL_PREFIX: &str = "poolwright.io/label:";
+const ANNOTATION_PREFIX: &str = "poolwright.io/annotation:";
+const TAINT_PREFIX: &str = "poolwright.io/taint:";
 /// AWS limits tag values to 256 characters.
-pub const MAX_TAG_VALUE: usize = 256;
+const MAX_TAG_VALUE: usize = 256;
 
 /// A tag that is not the user's: poolwright's bookkeeping or AWS's own.
 fn is_system_tag(key: &str) -> bool {
@@ -194,7 +194,7 @@ pub fn lifecycle_state(lifecycle: &str, health: &str) -> NodeState {
 /// The group's launch template in the form the pool's file uses (AWS reports
 /// both name and id; `$Default` is what an omitted version means), so an
 /// unchanged template is not seen as drift.
-pub fn normalize(reported: &LaunchTemplate, desired: Option<&LaunchTemplate>) -> LaunchTemplate {
+fn normalize(reported: &LaunchTemplate, desired: Option<&LaunchTemplate>) -> LaunchTemplate {
     let mut lt = reported.clone();
     if let Some(want) = desired {
         if want.name.is_some() && want.id.is_none() {
@@ -278,7 +278,7 @@ pub fn in_place_of(tags: &BTreeMap<String, String>) -> InPlace {
     out
 }
 
-pub fn parse_hash(tag: &str) -> Option<TemplateHash> {
+fn parse_hash(tag: &str) -> Option<TemplateHash> {
     u64::from_str_radix(tag, 16).ok().map(TemplateHash)
 }
 
@@ -287,7 +287,7 @@ pub fn hash_tag(hash: TemplateHash) -> String {
 }
 
 /// The template the group launches with, in the file's form.
-pub fn group_template(group: &GroupView, desired: Option<&PoolSpec>) -> NodeTemplate {
+fn group_template(group: &GroupView, desired: Option<&PoolSpec>) -> NodeTemplate {
     let want = desired.and_then(|d| d.template.launch_template.as_ref());
     // A version poolwright made for this pool stands for the template it
     // was made from, when its description says so consistently.

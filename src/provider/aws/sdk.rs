@@ -99,14 +99,14 @@ impl Clients {
 }
 
 /// Retry and timeout settings of a provider document.
-pub fn retry_config(settings: &AwsProvider) -> RetryConfig {
+fn retry_config(settings: &AwsProvider) -> RetryConfig {
     RetryConfig::adaptive()
         .with_max_attempts(settings.max_attempts.unwrap_or(DEFAULT_ATTEMPTS).max(1))
         .with_initial_backoff(Duration::from_millis(100))
         .with_max_backoff(Duration::from_secs(10))
 }
 
-pub fn timeout_config(settings: &AwsProvider) -> TimeoutConfig {
+fn timeout_config(settings: &AwsProvider) -> TimeoutConfig {
     let operation = settings
         .operation_timeout
         .map(|d| d.as_std())

@@ -12,7 +12,7 @@ use crate::model::{LaunchTemplate, NodeTemplate};
 use crate::provider::{ErrorKind, ProviderError, Result};
 
 /// Versions poolwright made kept per pool besides the one in use.
-pub const KEEP: usize = 3;
+const KEEP: usize = 3;
 /// Versions per DescribeLaunchTemplateVersions page (the API's maximum).
 const PAGE: i32 = 200;
 

@@ -66,7 +66,7 @@ impl From<String> for BadSettings {
 /// How a plug-in's answer breaks the contract (what types cannot say).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Breach(pub String);
+struct Breach(pub String);
 
 impl From<String> for Breach {
     fn from(why: String) -> Breach {
@@ -160,7 +160,7 @@ impl Http {
         })
     }
 
-    pub fn base_url(&self) -> &Url {
+    fn base_url(&self) -> &Url {
         &self.transport.base
     }
 
@@ -169,7 +169,7 @@ impl Http {
     }
 
     /// The plug-in's capabilities, asked once and again after a while.
-    pub async fn plugin_capabilities(&self) -> Result<wire::Capabilities> {
+    async fn plugin_capabilities(&self) -> Result<wire::Capabilities> {
         if let Some((at, caps)) = self.caps.read_locked().as_ref()
             && at.elapsed() < CAPABILITIES_TTL
         {
@@ -282,7 +282,7 @@ fn check_capabilities(c: &wire::Capabilities) -> std::result::Result<(), Breach>
 
 /// A node id becomes a URL path segment and a journal key: 1 to 253 printable
 /// ASCII characters, no spaces or slashes, not `.` or `..`.
-pub fn valid_node_id(id: &str) -> bool {
+fn valid_node_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 253
         && id != "."

@@ -215,7 +215,7 @@ impl Transport {
     }
 
     /// Send `call` and return the answer's body (2xx only).
-    pub async fn send_raw(&self, call: &Call<'_>) -> Result<Vec<u8>, ProviderError> {
+    async fn send_raw(&self, call: &Call<'_>) -> Result<Vec<u8>, ProviderError> {
         let mut backoff = Duration::from_millis(100);
         let mut attempt = 1;
         let deadline = tokio::time::Instant::now() + self.operation_timeout;

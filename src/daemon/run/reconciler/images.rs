@@ -89,7 +89,7 @@ impl Channels {
         })
     }
 
-    pub fn take_answers(&mut self) -> mpsc::UnboundedReceiver<Asked> {
+    fn take_answers(&mut self) -> mpsc::UnboundedReceiver<Asked> {
         self.rx.take().expect("the answers are taken once")
     }
 

@@ -386,7 +386,7 @@ impl Reconciler {
 
     /// Queue a pool to be observed and planned. A pool no longer known is
     /// forgotten instead.
-    pub fn enqueue(&mut self, pool: &str, why: Trigger) {
+    fn enqueue(&mut self, pool: &str, why: Trigger) {
         match self.provider_of(pool) {
             Some(provider) => self.schedule.add(pool, &provider, why),
             None => self.forget_pool(pool),
@@ -395,7 +395,7 @@ impl Reconciler {
 
     /// Queue every known pool (startup, SIGHUP, a change of leadership), and
     /// every pool planned before: one that is no longer known is forgotten.
-    pub fn enqueue_all(&mut self, why: Trigger) {
+    fn enqueue_all(&mut self, why: Trigger) {
         let mut pools = self.known_pools();
         pools.extend(self.views.pools().cloned());
         for pool in pools {

@@ -263,7 +263,7 @@ fn release_freed_memory() {
 /// The pools whose desired state differs between two loads: a pool added,
 /// removed or edited, and every pool of a provider or cluster whose
 /// document changed. Where a document sits (its file, its line) does not count.
-pub fn changed_pools(old: &Config, new: &Config) -> BTreeSet<String> {
+fn changed_pools(old: &Config, new: &Config) -> BTreeSet<String> {
     let mut pools = changed_docs(&old.pools, &new.pools);
     // A FleetRollout edited (or its stages moved): the pools it governs, in
     // either load, are planned under their new stage.

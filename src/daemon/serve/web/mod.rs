@@ -85,7 +85,7 @@ pub async fn app_css() -> Response {
 /// bounds its rollout keeps, the coming week's disruption windows.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PoolPage {
+struct PoolPage {
     pub pool: PoolStatus,
     pub events: Vec<Stamped>,
     /// The pool's nodes as last observed.
@@ -109,7 +109,7 @@ pub struct PoolPage {
 /// The rollout's bounds for the pool's current size.
 #[derive(Serialize, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct PageBounds {
+struct PageBounds {
     pub size: u32,
     pub surge: u32,
     pub unavailable: u32,
@@ -134,7 +134,7 @@ impl PageBounds {
 
 #[derive(Serialize, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct PageWindows {
+struct PageWindows {
     /// `Allow`, `Block` or `AllowDuringMaintenanceWindow`.
     pub policy: String,
     pub timezone: String,
@@ -146,7 +146,7 @@ pub struct PageWindows {
 }
 
 #[derive(Serialize, Debug, PartialEq)]
-pub struct Interval {
+struct Interval {
     pub start: Timestamp,
     pub end: Timestamp,
 }
