@@ -21,6 +21,7 @@ mod package_assets;
 mod plugin_cmd;
 mod progress_log;
 mod rollout_cmd;
+mod rollout_wait;
 mod saved;
 mod snapshot;
 mod staged;

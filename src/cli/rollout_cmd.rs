@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::exit;
+use super::rollout_wait::Awaited;
 use crate::daemon::client::Client;
 use crate::reconcile::control;
 use crate::rollout::control::{describe, describe_mark};
@@ -45,11 +46,19 @@ pub enum RolloutCommand {
     },
     /// Show where a pool's rollout stands: its status, what runs it, its phase
     ///
-    /// Exit status: 0, or with --wait, 0 once the rollout completed and 1 when
-    /// it is Degraded, rolled back, or stopped with nothing to run it.
+    /// With --wait and a daemon running, it first waits for the daemon to have
+    /// the pool's template as the files say it now (or at --revision, or the
+    /// --template given), so a wait started right after an edit waits for
+    /// that edit's roll, not the last one; then it follows the pool until
+    /// every node runs that template, printing a line as it moves.
+    ///
+    /// Exit status: 0, or with --wait, 0 only once every node runs the
+    /// template (completed) and 1 when its rollout is Degraded or rolled back,
+    /// its change across pools halted, or the time ran out.
     #[command(after_help = "Examples:\n  \
         poolwright rollout status web\n  \
         poolwright rollout status web --wait --timeout 30m   # in CI, after a merge\n  \
+        poolwright rollout status web --wait --revision main@1a2b3c4\n  \
         poolwright rollout status web -o json")]
     Status {
         #[command(flatten)]
@@ -61,6 +70,14 @@ pub enum RolloutCommand {
         /// With --wait, give up (exit 1) after this long
         #[arg(long, default_value = "1h", value_parser = super::parse_duration, value_name = "DURATION", requires = "wait")]
         timeout: std::time::Duration,
+        /// With --wait: the roll of the pool's template once the daemon has
+        /// this revision in force (`main@1a2b3c4`, or a commit of 7+ hex digits)
+        #[arg(long, value_name = "REV", requires = "wait", conflicts_with = "template", value_parser = parse_revision)]
+        revision: Option<String>,
+        /// With --wait: the roll to this template hash (`plan -o json`: a
+        /// pool's `rollout.target`)
+        #[arg(long, value_name = "HASH", requires = "wait", value_parser = parse_template)]
+        template: Option<String>,
         /// Output format (with --wait, the final state)
         #[arg(long, short, value_enum, default_value_t = super::Output::Text)]
         output: super::Output,
@@ -95,13 +112,22 @@ pub(super) fn run(cmd: RolloutCommand) -> anyhow::Result<u8> {
             target,
             wait,
             timeout,
+            revision,
+            template,
             output,
-        } => status(
-            &target.pool,
-            &target.state_dir,
-            wait.then_some(timeout),
-            output,
-        ),
+        } => {
+            let awaited = match (revision, template) {
+                (Some(r), _) => Awaited::Revision(r),
+                (_, Some(t)) => Awaited::Template(t),
+                _ => Awaited::Now,
+            };
+            status(
+                &target.pool,
+                &target.state_dir,
+                wait.then_some((timeout, awaited)),
+                output,
+            )
+        }
     }
 }
 
@@ -321,10 +347,30 @@ impl Standing {
     }
 }
 
+/// A revision as `--revision` takes it: `BRANCH@SHA` or a commit prefix.
+fn parse_revision(s: &str) -> Result<String, String> {
+    let ok =
+        !s.is_empty() && s.len() <= 300 && !s.chars().any(|c| c.is_control() || c.is_whitespace());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("a revision such as main@1a2b3c4, or a commit's first 7+ hex digits".into())
+    }
+}
+
+/// A template hash as `plan -o json` prints it.
+fn parse_template(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err("a template hash: hex digits, as `plan -o json` gives a pool's rollout.target".into())
+    }
+}
+
 fn status(
     pool: &str,
     state_dir: &Path,
-    wait: Option<std::time::Duration>,
+    wait: Option<(std::time::Duration, Awaited)>,
     output: super::Output,
 ) -> anyhow::Result<u8> {
     let state = StateDir::new(state_dir);
@@ -341,10 +387,21 @@ fn status(
         }
         Ok(())
     };
-    let Some(timeout) = wait else {
+    let Some((timeout, awaited)) = wait else {
         show(&Standing::read(&rt, pool, &state)?)?;
         return Ok(exit::OK);
     };
+    // With a daemon, the roll of what was changed; without one, the
+    // journal as it stands (an `apply` running, or nothing).
+    if let Some(daemon) = rt.block_on(Client::find(&state.root)) {
+        return super::rollout_wait::wait(&rt, &daemon, pool, &awaited, timeout, output);
+    }
+    if awaited != Awaited::Now {
+        anyhow::bail!(
+            "--revision and --template wait for the daemon's roll, and no daemon answers for {}",
+            state.root.display()
+        );
+    }
     let deadline = std::time::Instant::now() + timeout;
     let mut last_word = "";
     loop {

@@ -102,6 +102,12 @@ pub(in crate::daemon) async fn build(
         pid: std::process::id(),
         started_at,
         dir: source.dir().display().to_string(),
+        dir_resolved: match &source {
+            crate::daemon::source::ConfigSource::Remote(_) => None,
+            _ => std::fs::canonicalize(source.dir())
+                .ok()
+                .map(|p| p.display().to_string()),
+        },
         state_dir: opts.state_dir.display().to_string(),
         mode: if opts.dry_run { "dry-run" } else { "apply" }.into(),
         git_committed_only: opts.git_committed_only,

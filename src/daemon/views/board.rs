@@ -216,6 +216,10 @@ pub struct DaemonInfo {
     pub pid: u32,
     pub started_at: Timestamp,
     pub dir: String,
+    /// `dir` resolved to an absolute path (a directory on disk; not a
+    /// fetched config repo), so a command run elsewhere reads the same files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir_resolved: Option<String>,
     pub state_dir: String,
     /// `apply`, or `dry-run` (plans only).
     pub mode: String,
@@ -698,6 +702,7 @@ pub(crate) mod tests {
             pid: 1,
             started_at: Timestamp::UNIX_EPOCH,
             dir: "pools".into(),
+            dir_resolved: None,
             state_dir: ".poolwright".into(),
             mode: "apply".into(),
             git_committed_only: false,

@@ -1,0 +1,117 @@
+//! `rollout status POOL --wait` right after an edit (the `--help` example,
+//! "in CI, after a merge"). The measured case: it exited 0 in 0.04 s with
+//! `no rollout in progress`, and the daemon started the roll a second
+//! later. It now waits for the daemon to have the edit, then for every node
+//! to run the edited template.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::daemon::Daemon;
+
+fn write(root: &Path, image: &str) {
+    let text = format!(
+        "apiVersion: poolwright/v1\nkind: Provider\nmetadata: {{name: sim}}\nspec: {{type: sim, seed: 3, speed: 50, failures: {{badImages: [img-bad]}}}}\n---\napiVersion: poolwright/v1\nkind: NodePool\nmetadata: {{name: web}}\nspec:\n  providerRef: sim\n  size: 2\n  template: {{image: {image}}}\n  rollout: {{maxSurge: 1, maxUnavailable: 0, health: {{minReady: 0s, startupTimeout: 3s}}}}\n"
+    );
+    let tmp = root.join("config/.pools.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, root.join("config/pools.yaml")).unwrap();
+}
+
+/// Each live node's image at the simulator.
+fn images(root: &Path) -> Vec<String> {
+    let sim: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("state/sim/sim.json")).unwrap())
+            .unwrap();
+    let p = &sim["pools"]["web"];
+    let image = p["template"]["image"].as_str().unwrap().to_string();
+    p["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n.get("goneAt").is_none())
+        .map(|n| {
+            if n["template"] == p["templateHash"] {
+                image.clone()
+            } else {
+                "another".into()
+            }
+        })
+        .collect()
+}
+
+/// `rollout status web --wait`, started now; its exit code, output, and
+/// how long it took.
+fn wait(root: &Path, extra: &[&str]) -> (Option<i32>, String, String, Duration) {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["rollout", "status", "web", "--wait", "--timeout", "90s"])
+        .args(["--state-dir", "state"])
+        .args(extra)
+        .env_remove("POOLWRIGHT_STATE_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn a_wait_started_before_the_daemon_sees_the_edit_waits_for_its_roll_and_fails_on_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("config")).unwrap();
+    write(root, "img-1");
+    // The daemon loads an edit 3 s after it: the wait below starts first.
+    let d = Daemon::start(root, &["--debounce", "3s"]);
+    d.wait_for("web in sync on img-1", Duration::from_secs(60), |s| {
+        s["pools"][0]["state"] == "in-sync" && s["pools"][0]["rollout"]["updated"] == 2
+    });
+
+    write(root, "img-2");
+    let (code, out, err, took) = wait(root, &[]);
+    assert_eq!(code, Some(0), "{out}\n{err}\n{}", d.log_tail());
+    assert!(
+        took > Duration::from_secs(3),
+        "it waited for the edit's roll, not the last one: {took:?}\n{out}\n{err}"
+    );
+    assert!(
+        out.contains("completed: 2 of 2 node(s) run template"),
+        "{out}"
+    );
+    assert!(
+        err.contains("waiting for the daemon to load the desired state as it is now"),
+        "it says what it waits for: {err}"
+    );
+    assert!(
+        err.contains("waiting for every node to run template"),
+        "{err}"
+    );
+    assert_eq!(images(root), ["img-2", "img-2"], "it ended with the roll");
+
+    // An image that never boots: the roll to it goes Degraded, and the wait
+    // says so with 1. JSON names the template it waited for.
+    write(root, "img-bad");
+    let (code, out, err, _) = wait(root, &["-o", "json"]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["status"], "degraded", "{v}");
+    assert!(v["target"].is_string(), "{v}");
+
+    // A template given by hash: the one in force now, so it ends at once
+    // with the same verdict.
+    let target = v["target"].as_str().unwrap().to_string();
+    let (code, _, _, took) = wait(root, &["--template", &target]);
+    assert_eq!(code, Some(1));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // A bad hash is refused before anything is asked.
+    let (code, _, err, _) = wait(root, &["--template", "not-hex"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a template hash: hex digits"), "{err}");
+}
