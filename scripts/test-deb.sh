@@ -223,6 +223,11 @@ else
 fi
 check "/var/lib/poolwright is a directory" test -d /var/lib/poolwright
 expect_perms "/var/lib/poolwright" /var/lib/poolwright "750 poolwright poolwright"
+# A command run with no --state-dir from a directory without ./.poolwright
+# (an operator's home on the bastion) looks in the service's state directory
+# and names it; no daemon runs here, so it says none answers there.
+check "poolwright status without flags names the service's state directory" \
+  sh -c 'cd / && out=$(env -u POOLWRIGHT_STATE_DIR poolwright status 2>&1); echo "$out" | grep -q "/var/lib/poolwright"'
 check "/etc/poolwright is a directory" test -d /etc/poolwright
 expect_perms "/etc/poolwright" /etc/poolwright "750 root poolwright"
 expect_perms "/etc/default/poolwright" /etc/default/poolwright "644 root root"

@@ -23,6 +23,7 @@ mod progress_log;
 mod rollout_cmd;
 mod rollout_wait;
 mod saved;
+mod service_dir;
 mod snapshot;
 mod staged;
 mod status_cmd;
@@ -722,19 +723,24 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             state_dir,
             url,
             output,
-        } => status_cmd::status(&state_dir, url.as_deref(), output),
+        } => status_cmd::status(&service_dir::state_dir(&state_dir), url.as_deref(), output),
         Command::Rollout(cmd) => rollout_cmd::run(cmd),
         Command::Images {
             state_dir,
             url,
             output,
-        } => images_cmd::images(&state_dir, url.as_deref(), output),
+        } => images_cmd::images(&service_dir::state_dir(&state_dir), url.as_deref(), output),
         Command::Image {
             action,
             image,
             reason,
             state_dir,
-        } => images_cmd::image(action, &image, reason.as_deref(), &state_dir),
+        } => images_cmd::image(
+            action,
+            &image,
+            reason.as_deref(),
+            &service_dir::state_dir(&state_dir),
+        ),
         Command::Sim(SimCommand::Release {
             image,
             released,
@@ -750,7 +756,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         } => fleet_cmd::fleet(
             action,
             name.as_deref(),
-            &state_dir,
+            &service_dir::state_dir(&state_dir),
             url.as_deref(),
             reason.as_deref(),
             output,

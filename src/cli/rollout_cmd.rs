@@ -99,13 +99,13 @@ pub(super) fn run(cmd: RolloutCommand) -> anyhow::Result<u8> {
         RolloutCommand::Pause { target, reason } => rollout(
             RolloutAction::Pause,
             &target.pool,
-            &target.state_dir,
+            &super::service_dir::state_dir(&target.state_dir),
             reason.as_deref(),
         ),
         RolloutCommand::Resume { target, reason } => rollout(
             RolloutAction::Resume,
             &target.pool,
-            &target.state_dir,
+            &super::service_dir::state_dir(&target.state_dir),
             reason.as_deref(),
         ),
         RolloutCommand::Status {
@@ -123,7 +123,7 @@ pub(super) fn run(cmd: RolloutCommand) -> anyhow::Result<u8> {
             };
             status(
                 &target.pool,
-                &target.state_dir,
+                &super::service_dir::state_dir(&target.state_dir),
                 wait.then_some((timeout, awaited)),
                 output,
             )

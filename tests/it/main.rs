@@ -35,7 +35,7 @@ mod policy_windows;
 mod rollout_behaviour;
 mod rollout_examples;
 mod rollout_properties;
-mod rollout_wait;
+mod second_hour;
 mod simulator;
 mod systemd_unit;
 mod yaml_suite;

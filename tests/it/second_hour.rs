@@ -1,8 +1,11 @@
-//! `rollout status POOL --wait` right after an edit (the `--help` example,
-//! "in CI, after a merge"). The measured case: it exited 0 in 0.04 s with
-//! `no rollout in progress`, and the daemon started the roll a second
-//! later. It now waits for the daemon to have the edit, then for every node
-//! to run the edited template.
+//! A newcomer's second hour (the measured cases):
+//! - `rollout status POOL --wait` right after an edit (the `--help`
+//!   example, "in CI, after a merge") exited 0 in 0.04 s with `no rollout in
+//!   progress`, and the daemon started the roll a second later. It now waits
+//!   for the daemon to have the edit, then for every node to run it.
+//! - On the installed bastion, `poolwright status` said no daemon runs
+//!   unless `--state-dir /var/lib/poolwright` was typed. It now finds the
+//!   packaged service's state directory.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -114,4 +117,70 @@ fn a_wait_started_before_the_daemon_sees_the_edit_waits_for_its_roll_and_fails_o
     let (code, _, err, _) = wait(root, &["--template", "not-hex"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("a template hash: hex digits"), "{err}");
+}
+
+/// The packaged service's state directory, found from anywhere: its
+/// settings file names it (`POOLWRIGHT_SERVICE_DEFAULTS` stands in for
+/// `/etc/default/poolwright`), and `status`, `rollout status` and `fleet`
+/// use it when there is no `./.poolwright`, saying so.
+#[test]
+fn status_on_a_bastion_finds_the_service_state_directory_without_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("config")).unwrap();
+    write(root, "img-1");
+    let service = root.join("var-lib-poolwright");
+    let d = Daemon::start_in(root, "var-lib-poolwright", &[], &[]);
+    d.wait_for("web in sync", Duration::from_secs(60), |s| {
+        s["pools"][0]["state"] == "in-sync"
+    });
+    let defaults = root.join("etc-default-poolwright");
+    std::fs::write(
+        &defaults,
+        format!(
+            "# the service's settings\nPOOLWRIGHT_CONFIG=/srv/poolwright/config\nPOOLWRIGHT_STATE_DIR={}\n",
+            service.display()
+        ),
+    )
+    .unwrap();
+    let home = root.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_poolwright"))
+            .current_dir(&home)
+            .args(args)
+            .env_remove("POOLWRIGHT_STATE_DIR")
+            .env("POOLWRIGHT_SERVICE_DEFAULTS", &defaults)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["status"][..],
+        &["rollout", "status", "web"][..],
+        &["fleet", "status"][..],
+    ] {
+        let o = run(args);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "poolwright {args:?}: {out}{err}");
+        assert!(
+            err.contains(&format!(
+                "using the service's state directory {}",
+                service.display()
+            )),
+            "it says which state directory it used: {err}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&run(&["status"]).stdout).contains("web"));
+    // A state directory here, or one given, is used as before.
+    let o = run(&["status", "--state-dir", "elsewhere"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("no daemon is running on state directory elsewhere"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
