@@ -583,6 +583,20 @@ pub fn normalize_args(
 
 /// Run a parsed command; the result is the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    // What poolwright writes into a state directory (journals, the
+    // inventory, events, the lock, the simulator's machines) is its own:
+    // 0600 files and 0700 directories, whoever starts it and with whatever
+    // umask, as the unit's UMask=0077 makes them (the state directory itself
+    // is 0750: the control group reaches its socket). `init` writes the
+    // user's own files, with the user's umask.
+    if !matches!(
+        cli.command,
+        Command::Init { .. } | Command::PackageAssets { .. }
+    ) {
+        // SAFETY: umask only changes this process's file creation mask; no
+        // other thread runs yet.
+        unsafe { libc::umask(0o077) };
+    }
     let no_color = cli.no_color;
     let with_color = |c: Common| Common {
         no_color: no_color || c.no_color,

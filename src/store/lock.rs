@@ -64,9 +64,16 @@ impl StateLock {
 
     /// Take the lock or say who has it.
     pub fn acquire(state_dir: &Path, command: &str) -> anyhow::Result<StateLock> {
-        std::fs::create_dir_all(state_dir).map_err(|e| {
-            anyhow::anyhow!("creating state directory {}: {e}", state_dir.display())
-        })?;
+        if !state_dir.exists() {
+            std::fs::create_dir_all(state_dir).map_err(|e| {
+                anyhow::anyhow!("creating state directory {}: {e}", state_dir.display())
+            })?;
+            // Its owner writes, the control group may look in and reach the
+            // socket, nobody else (the mode the unit's StateDirectoryMode sets).
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o750))
+                .map_err(|e| anyhow::anyhow!("setting the mode of {}: {e}", state_dir.display()))?;
+        }
         let path = state_dir.join("lock");
         // Never through a link (a planted `lock -> /elsewhere` would have the
         // holder's JSON written over that file), never a FIFO or a device.

@@ -6,6 +6,9 @@
 //! - On the installed bastion, `poolwright status` said no daemon runs
 //!   unless `--state-dir /var/lib/poolwright` was typed. It now finds the
 //!   packaged service's state directory.
+//! - The packaged service exited at once with nothing at its config path,
+//!   and `Restart=on-failure` looped it every 5 s forever. It now runs,
+//!   says why nothing loads, and loads the directory once it appears.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -174,6 +177,18 @@ fn status_on_a_bastion_finds_the_service_state_directory_without_flags() {
         );
     }
     assert!(String::from_utf8_lossy(&run(&["status"]).stdout).contains("web"));
+    // `doctor` has nothing to say of the modes poolwright chose itself: the
+    // state directory 0750, what the daemon wrote in it 0600, whatever the
+    // umask it was started with.
+    let o = Command::new(env!("CARGO_BIN_EXE_poolwright"))
+        .current_dir(root)
+        .args(["doctor", "config", "--state-dir", "var-lib-poolwright"])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("var-lib-poolwright is mode 0750"), "{said}");
+    assert!(!said.contains("readable by others"), "{said}");
     // A state directory here, or one given, is used as before.
     let o = run(&["status", "--state-dir", "elsewhere"]);
     assert!(!o.status.success());
@@ -183,4 +198,37 @@ fn status_on_a_bastion_finds_the_service_state_directory_without_flags() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+#[test]
+fn a_daemon_with_nothing_at_its_config_path_waits_for_it_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // `run config`, with no `config` yet.
+    let mut d = Daemon::start(root, &[]);
+    let s = d.wait_for("the reason in status", Duration::from_secs(30), |s| {
+        s["config"]["valid"] == false
+    });
+    let errors = s["config"]["errors"].to_string();
+    assert!(
+        errors.contains("nothing at") && errors.contains("clone your config repository there"),
+        "{errors}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "it keeps running (no restart loop): {}",
+        d.log_tail()
+    );
+    assert!(
+        d.log_tail().contains("waiting for it to appear"),
+        "{}",
+        d.log_tail()
+    );
+    // The clone arrives: it loads, and the pool is created.
+    std::fs::create_dir(root.join("config")).unwrap();
+    write(root, "img-1");
+    d.wait_for("the pool, loaded", Duration::from_secs(60), |s| {
+        s["config"]["valid"] == true && s["pools"][0]["state"] == "in-sync"
+    });
 }

@@ -140,6 +140,18 @@ fn desired_state(dir: &Path, found: &mut Vec<Finding>) -> Option<Config> {
             ));
             Some(c)
         }
+        None if !dir.exists() => {
+            found.push(Finding::new(
+                Verdict::Fail,
+                topic,
+                format!("nothing at {}: no desired state to load", dir.display()),
+                Some(&format!(
+                    "clone your config repository to {}, or (for the service) set POOLWRIGHT_CONFIG in /etc/default/poolwright to where it is, then `sudo systemctl restart poolwright`",
+                    dir.display()
+                )),
+            ));
+            None
+        }
         None => {
             let errors: Vec<String> = report.errors().map(|d| d.to_string()).collect();
             found.push(Finding::new(

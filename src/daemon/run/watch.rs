@@ -56,7 +56,13 @@ impl Relevance {
     }
 }
 
+/// How often a desired-state directory that is not there yet is looked for.
+const APPEAR_POLL: Duration = Duration::from_secs(2);
+
 /// Watch `source`; every relevant batch of changes sends one `()` on `tx`.
+/// A directory that is not there yet (a service installed before its
+/// config repository was cloned) is waited for, not an error: the daemon
+/// runs, says why nothing loads, and loads it once it appears.
 pub fn watch(
     source: &ConfigSource,
     debounce: Duration,
@@ -68,9 +74,57 @@ pub fn watch(
             _debouncer: Box::new(()),
         });
     }
-    let dir = source.dir().canonicalize()?;
     let git_mode = matches!(source, ConfigSource::GitHead { .. });
-    let git_dir = source.git_dir().and_then(|g| g.canonicalize().ok());
+    let dir = source.dir().to_path_buf();
+    if dir.exists() {
+        return watch_dir(&dir, git_mode, debounce, tx);
+    }
+    tracing::error!(
+        "nothing at {}: clone your config repository there, or point POOLWRIGHT_CONFIG in /etc/default/poolwright at it (then `sudo systemctl restart poolwright`); waiting for it to appear",
+        dir.display()
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(APPEAR_POLL).await;
+            if !dir.exists() {
+                continue;
+            }
+            match watch_dir(&dir, git_mode, debounce, tx.clone()) {
+                Ok(watching) => {
+                    tracing::info!("{} appeared: loading it", dir.display());
+                    let _ = tx.send(());
+                    // Kept for as long as the daemon keeps this task.
+                    let _watching = watching;
+                    std::future::pending::<()>().await;
+                }
+                Err(e) => tracing::warn!("watching {}: {e:#}; trying again", dir.display()),
+            }
+        }
+    });
+    Ok(Watch {
+        _debouncer: Box::new(AbortOnDrop(task)),
+    })
+}
+
+/// The task that waits for the directory ends with the watch.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn watch_dir(
+    dir: &Path,
+    git_mode: bool,
+    debounce: Duration,
+    tx: mpsc::UnboundedSender<()>,
+) -> anyhow::Result<Watch> {
+    let dir = dir.canonicalize()?;
+    let git_dir = gix::discover(&dir)
+        .ok()
+        .and_then(|r| r.git_dir().canonicalize().ok());
     let relevance = Relevance {
         dir: dir.clone(),
         git_dir: git_dir.clone(),

@@ -98,7 +98,18 @@ impl Reconciler {
             }
         }
         let Some(mut config) = loaded.report.config else {
-            let errors: Vec<String> = loaded.report.errors().map(|d| d.to_string()).collect();
+            let mut errors: Vec<String> = loaded.report.errors().map(|d| d.to_string()).collect();
+            // A service installed before its config repository was cloned:
+            // what to do, not only what failed.
+            let dir = self.source.dir();
+            if !matches!(self.source, crate::daemon::source::ConfigSource::Remote(_))
+                && !dir.exists()
+            {
+                errors = vec![format!(
+                    "nothing at {}: clone your config repository there, or point POOLWRIGHT_CONFIG in /etc/default/poolwright at it (then `sudo systemctl restart poolwright`); the daemon loads it once it appears",
+                    dir.display()
+                )];
+            }
             self.metrics.config_load_errors.inc();
             self.metrics.config_valid.set(0);
             tracing::error!(
