@@ -66,7 +66,7 @@ fn render_shards(s: &crate::ha::ShardsStatus, me: &str) -> String {
 
 /// The config repo: what is in force, the last fetch, what was refused.
 fn render_git(g: &crate::daemon::views::board::GitStatus) -> String {
-    let short = |r: &crate::plan::render::Revision| format!("{} {:?}", r.short(), r.subject);
+    let short = |r: &crate::plan::render::Revision| format!("{} {:?}", r.short(), r.subject_line());
     let mut out = format!(
         "config repo {} branch {}{}: ",
         g.url,
@@ -148,7 +148,7 @@ pub fn render(doc: &StatusDoc) -> String {
     let revision = c
         .revision
         .as_ref()
-        .map(|r| format!("{} {:?}", r.short(), r.subject))
+        .map(|r| format!("{} {:?}", r.short(), r.subject_line()))
         .unwrap_or_else(|| "(not a git work tree)".into());
     if c.valid {
         out.push_str(&format!("desired state: {revision}\n"));

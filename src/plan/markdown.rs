@@ -13,7 +13,7 @@ use super::{Headline, Plan};
 pub fn render_markdown(plan: &Plan, source: &Source, against: &str) -> String {
     let mut out = String::new();
     let what = match &source.revision {
-        Some(r) => format!("{} {}", inline(&r.short()), inline(&r.subject)),
+        Some(r) => format!("{} {}", inline(&r.short()), inline(&r.subject_line())),
         None => inline(&source.dir),
     };
     let _ = writeln!(out, "#### poolwright plan: {what}\n");

@@ -27,6 +27,17 @@ pub struct Revision {
 }
 
 impl Revision {
+    /// The commit subject as shown in status, plans and events: its first
+    /// 72 characters (git's own convention for a subject), then "…".
+    pub fn subject_line(&self) -> String {
+        const MAX: usize = 72;
+        let line = self.subject.lines().next().unwrap_or("");
+        match line.char_indices().nth(MAX) {
+            Some((cut, _)) => format!("{}…", line[..cut].trim_end()),
+            None => line.to_string(),
+        }
+    }
+
     pub fn short(&self) -> String {
         let sha: String = self.commit.chars().take(7).collect();
         format!(
@@ -243,7 +254,7 @@ pub fn render_text(plan: &Plan, source: &Source, style: Style) -> String {
         .unwrap_or_default();
     let _ = writeln!(out, "Desired state: {}{rev}", source.dir);
     if let Some(r) = &source.revision {
-        let _ = writeln!(out, "Commit: {}", r.subject);
+        let _ = writeln!(out, "Commit: {}", r.subject_line());
     }
     let _ = writeln!(out);
 
@@ -654,4 +665,28 @@ pub fn describe_finding(f: &super::PdbFinding) -> String {
         "PDB {} allows {} disruptions ({} healthy, {}): draining {nodes} will block; {}",
         f.block.pdb, f.block.allowed, f.block.healthy, f.block.rule, f.consequence
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Revision;
+
+    #[test]
+    fn a_long_subject_is_cut_at_72_characters() {
+        let r = |subject: &str| Revision {
+            branch: "main".into(),
+            commit: "c48ba28".repeat(5),
+            subject: subject.into(),
+            dirty: false,
+        };
+        let long = "é".repeat(250);
+        let shown = r(&long).subject_line();
+        assert_eq!(shown.chars().count(), 73, "72 and the ellipsis");
+        assert!(shown.ends_with('…'));
+        assert_eq!(
+            r("Bump the base image").subject_line(),
+            "Bump the base image"
+        );
+        assert_eq!(r("first line\n\nbody").subject_line(), "first line");
+    }
 }

@@ -131,6 +131,15 @@ fn a_bad_image_for_every_pool_stops_at_the_canary_and_the_other_39_are_untouched
         "halted {gap} after the failure"
     );
     assert_eq!(halted["fleet"]["name"], "rings");
+    // The halt names the node and why it failed, not only "a new node failed".
+    let node = failed["node"].as_str().unwrap();
+    let reason = halted["message"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "new node {node} was not healthy within startupTimeout"
+        )),
+        "{reason}"
+    );
 
     // Only the canary pool launched a node; the simulator saw no call on
     // the other 39, then or since.

@@ -49,7 +49,10 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
         d.notes.push(super::note(
             EventKind::Degraded,
             None,
-            "circuit breaker tripped",
+            format!(
+                "circuit breaker tripped: {} new node(s) failed (maxFailedNodes {}), the last {} not healthy within startupTimeout {}",
+                s.failures, set.max_failed_nodes, failed[0], set.startup_timeout
+            ),
         ));
     } else if set.on_failure == OnFailure::Rollback
         && s.rollback_of.is_none()
@@ -66,7 +69,10 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
         d.notes.push(super::note(
             EventKind::RollbackStarted,
             None,
-            "a new node failed; returning the pool to the previous template",
+            format!(
+                "new node {} was not healthy within startupTimeout {}; returning the pool to the previous template",
+                failed[0], set.startup_timeout
+            ),
         ));
         // Old nodes being drained are on the template the pool returns to:
         // their drain stops and they go back into service.
@@ -96,7 +102,10 @@ pub(super) fn startup(d: &mut Decision, live: &[&Node], now: Timestamp) {
         d.notes.push(super::note(
             EventKind::Degraded,
             Some(&failed[0]),
-            "a new node failed",
+            format!(
+                "new node {} was not healthy within startupTimeout {}",
+                failed[0], set.startup_timeout
+            ),
         ));
     }
 }

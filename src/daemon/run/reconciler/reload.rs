@@ -38,7 +38,11 @@ impl Reconciler {
                     now,
                     String::new(),
                     crate::model::EventKind::CommitApplied,
-                    format!("{} ({}) is in force", revision.short(), revision.subject),
+                    format!(
+                        "{} ({}) is in force",
+                        revision.short(),
+                        revision.subject_line()
+                    ),
                 ));
                 self.board.update(|d| {
                     if let Some(g) = &mut d.git {
