@@ -81,9 +81,7 @@ pub(super) async fn snapshot(
     let mut observed = observe(&config, &inventory, &providers, clock.as_ref()).await;
     observed.rollouts = Journal::new(state.journal_dir()).all().await?;
     let id = |targets: &BTreeMap<String, TemplateHash>| {
-        revision
-            .clone()
-            .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
+        crate::fleet::change::change_id(revision.as_deref(), targets)
     };
     observed.fleets = crate::fleet::view::views(&config, &fleets, &id, clock.now());
     Ok(Snapshot {

@@ -112,9 +112,7 @@ impl Staged<'_> {
         let mut driver = FleetDriver::new(FleetJournal::new(self.state.fleet_dir()));
         let revision = self.revision.clone();
         driver.load(config, &|targets: &BTreeMap<String, TemplateHash>| {
-            revision
-                .clone()
-                .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
+            crate::fleet::change::change_id(revision.as_deref(), targets)
         });
         let mut run = Run {
             staged: self,

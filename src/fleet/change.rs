@@ -311,6 +311,18 @@ impl Change {
 
 /// A digest of the governed pools' templates: the id of a change whose
 /// desired state has no revision.
+/// The id of the change a desired state begins: its revision
+/// (`main@1a2b3c4`); with the targets' digest beside it when the work tree
+/// was dirty (two edits on one commit are two changes, never one id twice);
+/// or the digest alone.
+pub fn change_id(revision: Option<&str>, targets: &BTreeMap<String, TemplateHash>) -> String {
+    match revision {
+        Some(r) if r.ends_with("(dirty)") => format!("{r} {}", digest_id(targets)),
+        Some(r) => r.to_string(),
+        None => digest_id(targets),
+    }
+}
+
 pub fn digest_id(targets: &BTreeMap<String, TemplateHash>) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
@@ -393,6 +405,20 @@ impl FleetState {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_dirty_tree_names_each_change_apart() {
+        let one: BTreeMap<String, TemplateHash> = [("web".to_string(), TemplateHash(1))].into();
+        let two: BTreeMap<String, TemplateHash> = [("web".to_string(), TemplateHash(2))].into();
+        let dirty = Some("main@c48ba28 (dirty)");
+        assert_ne!(change_id(dirty, &one), change_id(dirty, &two));
+        assert!(change_id(dirty, &one).starts_with("main@c48ba28 (dirty) sha256:"));
+        let clean = Some("main@c48ba28");
+        assert_eq!(change_id(clean, &one), "main@c48ba28");
+        assert_eq!(change_id(clean, &two), "main@c48ba28");
+        assert!(change_id(None, &one).starts_with("sha256:"));
+    }
+
     use super::*;
 
     fn at(s: i64) -> Timestamp {

@@ -143,11 +143,7 @@ impl Reconciler {
                 .and_then(|f| f.revision.as_ref())
                 .map(|r| r.short())
         });
-        move |targets| {
-            revision
-                .clone()
-                .unwrap_or_else(|| crate::fleet::change::digest_id(targets))
-        }
+        move |targets| crate::fleet::change::change_id(revision.as_deref(), targets)
     }
 
     /// A desired state was loaded: the FleetRollouts' rules follow it, and
