@@ -497,7 +497,8 @@ impl Reconciler {
         Ok((message, false))
     }
 
-    /// `/v1/images`: each channel's record, its pools and how far each lags.
+    /// `/v1/images`: each channel's record, its pools and how far each
+    /// lags; and the short list `/v1/status` carries.
     pub(super) fn images_publish(&self) {
         let Some(f) = &self.in_force else {
             return;
@@ -505,96 +506,122 @@ impl Reconciler {
         let now = self.clock.now();
         let latest = self.views.latest();
         let latest = latest.locked().clone();
-        let mut channels = Vec::new();
-        for (name, e) in &f.config.channels {
-            let rec = self
-                .images
-                .record
-                .channels
-                .get(name)
-                .cloned()
-                .unwrap_or_default();
-            let known = self.images.known.get(name);
-            let released_of = |image: &str| -> Option<Timestamp> {
-                known.and_then(|k| k.get(image).copied()).or_else(|| {
-                    rec.previous
-                        .iter()
-                        .chain(rec.in_force.iter())
-                        .find(|r| r.image == image)
-                        .map(|r| r.released)
-                })
-            };
-            let mut pools = Vec::new();
-            for (pool, pe) in &f.config.pools {
-                let follows = pe
-                    .doc
-                    .spec
-                    .template
-                    .image
-                    .as_ref()
-                    .and_then(|i| i.channel())
-                    .is_some_and(|c| c.as_str() == name);
-                if !follows {
-                    continue;
-                }
-                let running = latest.as_ref().and_then(|l| l.pool(pool)).and_then(|p| {
-                    p.attributes
-                        .iter()
-                        .find(|a| a.name == "image")
-                        .and_then(|a| a.before.clone().or(a.after.clone()))
-                });
-                let running = running.and_then(|v| match v {
-                    crate::plan::Value::Scalar(s) => Some(s),
-                    _ => None,
-                });
-                let released = running.as_deref().and_then(released_of);
-                let lag = match (&rec.in_force, released) {
-                    (Some(f), Some(r)) if running.as_deref() != Some(f.image.as_str()) => {
-                        f.released.duration_since(r).as_secs().max(0)
-                    }
-                    _ => 0,
-                };
-                self.metrics
-                    .pool_image_age
-                    .get_or_create(&crate::daemon::views::metrics::PoolLabels {
-                        pool: pool.clone(),
-                    })
-                    .set(lag);
-                let nodes = self.feed.last_observed(pool).map(|(observed, _)| {
-                    node_images(&observed, &pe.doc, &rec)
-                        .into_iter()
-                        .map(|(id, image)| {
-                            let released = image.as_deref().and_then(released_of);
-                            serde_json::json!({
-                                "id": id,
-                                "image": image,
-                                "released": released,
-                                "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                });
-                pools.push(serde_json::json!({
-                    "pool": pool,
-                    "image": running,
-                    "released": released,
-                    "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
-                    "lagSeconds": lag,
-                    "nodes": nodes.unwrap_or_default(),
-                }));
+        let channels: Vec<serde_json::Value> = f
+            .config
+            .channels
+            .iter()
+            .map(|(name, e)| self.channel_view(name, e, &f.config, latest.as_deref(), now))
+            .collect();
+        self.images_board(&f.config);
+        let view = serde_json::json!({
+            "channels": channels,
+            "recalled": self.images.record.recalled,
+            // Under `--ha` one daemon asks the sources; the others follow
+            // the record it keeps.
+            "asksSources": self.asks_sources(),
+        });
+        *self.images.view.locked() = view;
+    }
+
+    /// One channel in `/v1/images`: its record, and each pool following it
+    /// with the image it runs, its nodes' images, and how far it lags.
+    fn channel_view(
+        &self,
+        name: &str,
+        e: &crate::spec::validate::Entry<crate::spec::types::ImageChannelDoc>,
+        config: &crate::spec::Config,
+        latest: Option<&crate::daemon::run::reconciler::Latest>,
+        now: Timestamp,
+    ) -> serde_json::Value {
+        let rec = self
+            .images
+            .record
+            .channels
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        let known = self.images.known.get(name);
+        let released_of = |image: &str| -> Option<Timestamp> {
+            known.and_then(|k| k.get(image).copied()).or_else(|| {
+                rec.previous
+                    .iter()
+                    .chain(rec.in_force.iter())
+                    .find(|r| r.image == image)
+                    .map(|r| r.released)
+            })
+        };
+        let mut pools = Vec::new();
+        for (pool, pe) in &config.pools {
+            let follows = pe
+                .doc
+                .spec
+                .template
+                .image
+                .as_ref()
+                .and_then(|i| i.channel())
+                .is_some_and(|c| c.as_str() == name);
+            if !follows {
+                continue;
             }
-            channels.push(serde_json::json!({
-                "name": name,
-                "file": e.file,
-                "interval": crate::reconcile::images::interval(&e.doc).as_secs(),
-                "minReleaseAge": e.doc.spec.min_release_age.as_ref().map(|d| d.value.to_string()),
-                "record": rec,
-                "nextAskAt": self.images.due.get(name),
-                "pools": pools,
+            let running = latest.as_ref().and_then(|l| l.pool(pool)).and_then(|p| {
+                p.attributes
+                    .iter()
+                    .find(|a| a.name == "image")
+                    .and_then(|a| a.before.clone().or(a.after.clone()))
+            });
+            let running = running.and_then(|v| match v {
+                crate::plan::Value::Scalar(s) => Some(s),
+                _ => None,
+            });
+            let released = running.as_deref().and_then(released_of);
+            let lag = match (&rec.in_force, released) {
+                (Some(f), Some(r)) if running.as_deref() != Some(f.image.as_str()) => {
+                    f.released.duration_since(r).as_secs().max(0)
+                }
+                _ => 0,
+            };
+            self.metrics
+                .pool_image_age
+                .get_or_create(&crate::daemon::views::metrics::PoolLabels { pool: pool.clone() })
+                .set(lag);
+            let nodes = self.feed.last_observed(pool).map(|(observed, _)| {
+                node_images(&observed, &pe.doc, &rec)
+                    .into_iter()
+                    .map(|(id, image)| {
+                        let released = image.as_deref().and_then(released_of);
+                        serde_json::json!({
+                            "id": id,
+                            "image": image,
+                            "released": released,
+                            "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            });
+            pools.push(serde_json::json!({
+                "pool": pool,
+                "image": running,
+                "released": released,
+                "ageSeconds": released.map(|r| now.duration_since(r).as_secs().max(0)),
+                "lagSeconds": lag,
+                "nodes": nodes.unwrap_or_default(),
             }));
         }
-        let summary: Vec<crate::daemon::views::board::ImageChannelSummary> = f
-            .config
+        serde_json::json!({
+            "name": name,
+            "file": e.file,
+            "interval": crate::reconcile::images::interval(&e.doc).as_secs(),
+            "minReleaseAge": e.doc.spec.min_release_age.as_ref().map(|d| d.value.to_string()),
+            "record": rec,
+            "nextAskAt": self.images.due.get(name),
+            "pools": pools,
+        })
+    }
+
+    /// The channels in short, for `/v1/status` (the board changes only when
+    /// they did).
+    fn images_board(&self, config: &crate::spec::Config) {
+        let summary: Vec<crate::daemon::views::board::ImageChannelSummary> = config
             .channels
             .keys()
             .map(|name| {
@@ -612,14 +639,6 @@ impl Reconciler {
         if self.board.read(|d| d.images != summary) {
             self.board.update(|d| d.images = summary);
         }
-        let view = serde_json::json!({
-            "channels": channels,
-            "recalled": self.images.record.recalled,
-            // Under `--ha` one daemon asks the sources; the others follow
-            // the record it keeps.
-            "asksSources": self.asks_sources(),
-        });
-        *self.images.view.locked() = view;
     }
 
     /// The id of the change the next load begins, when an image brought it.
