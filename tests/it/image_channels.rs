@@ -97,33 +97,7 @@ fn release(root: &Path, image: &str, released: Option<&str>) {
 
 /// Each pool's template image at the simulator, and its live nodes' images.
 fn sim_images(root: &Path) -> BTreeMap<String, (String, Vec<String>)> {
-    // Not written yet (the daemon's first look): nothing.
-    let Ok(text) = std::fs::read_to_string(root.join("state/sim/sim.json")) else {
-        return BTreeMap::new();
-    };
-    let fleet: Value = serde_json::from_str(&text).unwrap();
-    fleet["pools"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(name, p)| {
-            let image = p["template"]["image"].as_str().unwrap().to_string();
-            let nodes = p["nodes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|n| n.get("goneAt").is_none())
-                .map(|n| {
-                    if n["template"] == p["templateHash"] {
-                        image.clone()
-                    } else {
-                        "another".to_string()
-                    }
-                })
-                .collect();
-            (name.clone(), (image, nodes))
-        })
-        .collect()
+    crate::support::sim_images::read(&root.join("state/sim/sim.json"))
 }
 
 fn all_on(root: &Path, image: &str) -> bool {

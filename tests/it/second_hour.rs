@@ -27,24 +27,10 @@ fn write(root: &Path, image: &str) {
 
 /// Each live node's image at the simulator.
 fn images(root: &Path) -> Vec<String> {
-    let sim: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("state/sim/sim.json")).unwrap())
-            .unwrap();
-    let p = &sim["pools"]["web"];
-    let image = p["template"]["image"].as_str().unwrap().to_string();
-    p["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n.get("goneAt").is_none())
-        .map(|n| {
-            if n["template"] == p["templateHash"] {
-                image.clone()
-            } else {
-                "another".into()
-            }
-        })
-        .collect()
+    crate::support::sim_images::read(&root.join("state/sim/sim.json"))
+        .remove("web")
+        .map(|(_, nodes)| nodes)
+        .unwrap_or_default()
 }
 
 /// `rollout status web --wait`, started now; its exit code, output, and

@@ -51,35 +51,14 @@ fn cli(root: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Each pool's template image at the shared simulator, and whether all of
+/// Each pool's template image at the shared simulator, and whether both of
 /// its live nodes run that template.
 fn at_the_simulator(root: &Path) -> BTreeMap<String, (String, bool)> {
-    let Ok(text) = std::fs::read_to_string(root.join("sim/sim.json")) else {
-        return BTreeMap::new();
-    };
-    let Ok(sim) = serde_json::from_str::<Value>(&text) else {
-        return BTreeMap::new();
-    };
-    sim["pools"]
-        .as_object()
+    crate::support::sim_images::read(&root.join("sim/sim.json"))
         .into_iter()
-        .flatten()
-        .map(|(name, p)| {
-            let live: Vec<&Value> = p["nodes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|n| n.get("goneAt").is_none())
-                .collect();
-            let on_template =
-                live.len() == 2 && live.iter().all(|n| n["template"] == p["templateHash"]);
-            (
-                name.clone(),
-                (
-                    p["template"]["image"].as_str().unwrap_or("").to_string(),
-                    on_template,
-                ),
-            )
+        .map(|(pool, (image, nodes))| {
+            let on = nodes.len() == 2 && nodes.iter().all(|n| *n == image);
+            (pool, (image, on))
         })
         .collect()
 }

@@ -13,5 +13,6 @@ pub mod moto;
 pub mod plugin;
 pub mod prometheus;
 pub mod rollout_sim;
+pub mod sim_images;
 pub mod tls;
 pub mod world;
