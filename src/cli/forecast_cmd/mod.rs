@@ -530,35 +530,8 @@ fn forecast_plan(
         curves.push((f.clone(), settings.disruption.clone(), lines));
         report.forecasts.push(f);
     }
-    // Each change across pools, laid out from the forecasts of every pool it
-    // would roll (its held pools too).
-    if !config.fleets.is_empty() && req.pools.is_empty() && req.set.is_empty() {
-        let (fleets, fleet_text) =
-            fleet::forecast_changes(config, snap, &snap.observed, state, req, now)?;
-        if !fleets.is_empty() {
-            if text.starts_with("No roll planned") {
-                text.clear();
-            }
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&fleet_text);
-        }
-        report.fleets = fleets;
-    }
     if req.pools.is_empty() && req.set.is_empty() {
-        let (queued, queued_text) =
-            queued::forecast_queued(config, snap, state, req, &report.fleets, now)?;
-        if !queued.is_empty() {
-            if text.starts_with("No roll planned") {
-                text.clear();
-            }
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&queued_text);
-        }
-        report.queued = queued;
+        across_pools(config, snap, state, req, now, &mut report, &mut text)?;
     }
     if let Some(path) = &req.svg {
         let drawing = svg::draw(&curves)?;
@@ -567,6 +540,45 @@ fn forecast_plan(
         let _ = writeln!(text, "\nCapacity over time written to {}", path.display());
     }
     Ok((report, text))
+}
+
+/// The changes across pools: each FleetRollout's change, laid out from the
+/// forecasts of every pool it would roll (its held pools too), then each
+/// image queued behind a change in flight.
+fn across_pools(
+    config: &Config,
+    snap: &Snapshot,
+    state: &StateDir,
+    req: &Request,
+    now: Timestamp,
+    report: &mut Report,
+    text: &mut String,
+) -> anyhow::Result<()> {
+    if !config.fleets.is_empty() {
+        let (fleets, section) =
+            fleet::forecast_changes(config, snap, &snap.observed, state, req, now)?;
+        if !fleets.is_empty() {
+            append_section(text, &section);
+        }
+        report.fleets = fleets;
+    }
+    let (queued, section) = queued::forecast_queued(config, snap, state, req, &report.fleets, now)?;
+    if !queued.is_empty() {
+        append_section(text, &section);
+    }
+    report.queued = queued;
+    Ok(())
+}
+
+/// `section` after what `text` says, in place of "nothing to forecast".
+fn append_section(text: &mut String, section: &str) {
+    if text.starts_with("No roll planned") {
+        text.clear();
+    }
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(section);
 }
 
 pub(super) fn forecast(
